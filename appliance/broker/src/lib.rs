@@ -1,0 +1,1 @@
+//! ringmq broker (being written).

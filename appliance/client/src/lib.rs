@@ -1,0 +1,1 @@
+//! ringmq client (being written).

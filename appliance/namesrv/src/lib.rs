@@ -1,0 +1,1 @@
+//! ringmq namesrv (being written).

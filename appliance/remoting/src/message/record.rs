@@ -1,0 +1,1 @@
+//! The stored CommitLog record codec (being written by the store helper).

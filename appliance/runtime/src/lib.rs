@@ -1,0 +1,1 @@
+//! ringmq runtime (being written).

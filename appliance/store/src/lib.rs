@@ -1,0 +1,1 @@
+//! ringmq store (being written).

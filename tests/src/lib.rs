@@ -1,0 +1,1 @@
+//! Shared helpers for ringmq's integration tests.
