@@ -1,4 +1,71 @@
-//! The `ringmq` binary: subcommands namesrv, broker, up, admin, bench (being written).
-fn main() {
-    println!("ringmq {}", env!("CARGO_PKG_VERSION"));
+//! The `ringmq` binary. Subcommands: `namesrv`, `broker`, `up` (both in one process),
+//! `tune`, `bench`, `version`. Invoked through a link named `mqnamesrv` or `mqbroker` it
+//! behaves as that subcommand, so RocketMQ operators keep their habits.
+
+mod lifecycle;
+mod notify;
+mod serve;
+mod tune;
+
+use std::process::ExitCode;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const USAGE: &str = "\
+usage: ringmq <command> [options]
+
+commands:
+  up                     namesrv + broker in one process, data under ./ringmq-data
+  namesrv [-c FILE] [-p] run a NameServer (as mqnamesrv)
+  broker  [-c FILE] [-n ADDR] [-p] [-m]
+                         run a broker (as mqbroker)
+  bench   producer|consumer ...
+                         load generator (see `ringmq bench --help`)
+  tune    check|apply    compare kernel settings with kernel-tuning/ and fix drift
+  version                print the version
+";
+
+fn main() -> ExitCode {
+    lifecycle::init_logging();
+    let mut args: Vec<String> = std::env::args().collect();
+    let program = args.first().map(|a| program_name(a)).unwrap_or_default();
+    let command = match program.as_str() {
+        "mqnamesrv" => "namesrv".to_string(),
+        "mqbroker" => "broker".to_string(),
+        _ => {
+            if args.len() < 2 {
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+            args.remove(1)
+        }
+    };
+    let rest = &args[1..];
+    match command.as_str() {
+        "namesrv" => serve::namesrv(rest),
+        "broker" => serve::broker(rest),
+        "up" => serve::up(rest),
+        "tune" => tune::main(rest),
+        "bench" => serve::bench(&args),
+        "version" | "--version" | "-V" => {
+            println!("ringmq {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!("ringmq: unknown command {other:?}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn program_name(arg0: &str) -> String {
+    std::path::Path::new(arg0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

@@ -1,0 +1,448 @@
+#!/usr/bin/env python3
+"""run.py — conformance scenario runner: real third-party clients against ringmq's own processes.
+
+Owns scenario discovery, the per-scenario environment and the verdict. Stdlib only.
+
+A scenario is one file in tests/conformance/scenarios/, named for the behaviour it checks and the
+client it uses (route_resolve_python.py, route_resolve_alions.js). Near its top it declares
+  # needs: namesrv            (or: namesrv broker, or: none)      -- `//` in JS
+  # timeout: 60               (seconds, optional, default 60)
+For each scenario the runner picks free loopback ports, makes a temp dir, writes namesrv.conf /
+broker.conf (RocketMQ property keys), starts `ringmq namesrv -c namesrv.conf` and/or
+`ringmq broker -c broker.conf`, waits until they listen (and, for a broker, until the namesrv
+routes TBW102 to it), then runs the client program with a timeout:
+  *.py with tests/conformance/.venv/bin/python (the real Python client), *.js with node
+  (NODE_PATH = tests/conformance/node/node_modules, where ali-ons lives).
+Environment given to the program: NAMESRV_ADDR, BROKER_ADDR (if a broker runs), RINGMQ_BIN,
+RINGMQ_DATA_DIR, SCENARIO_NAME, SCENARIO_TMP, CONFORMANCE_ROOT, CONFORMANCE_PYTHON (the venv
+python, e.g. for lib/fake_broker.py), PYTHONPATH (lib/), HOME and ROCKETMQ_CLIENT_LOG_DIR (inside
+the temp dir). Exit status 0 = pass; anything else, a timeout, or a ringmq process dying = FAIL.
+
+The ringmq binary: $RINGMQ_BIN, else target/release/ringmq, else target/debug/ringmq (repo root).
+Only the processes this runner started are stopped, by their own pid (a client program is run in
+its own session and that session's process group is killed on timeout).
+
+Output: `ok <name>` or `FAIL <name>: <reason>` (then process logs and client output), and as the
+last line exactly `N passed, N failed`. Exit status 1 if anything failed.
+Usage: python3 tests/conformance/run.py [-k SUBSTR]... [--list] [--keep] [-v] [--bin PATH] [--dir DIR]
+Install the clients first: bash tests/conformance/install.sh
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(ROOT))
+SCENARIOS = os.path.join(ROOT, "scenarios")
+LIB = os.path.join(ROOT, "lib")
+VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
+NODE_MODULES = os.path.join(ROOT, "node", "node_modules")
+sys.path.insert(0, LIB)
+import remoting as rm  # noqa: E402
+
+DEFAULT_TIMEOUT = 60.0
+START_TIMEOUT = 20.0       # a ringmq process must listen within this
+REGISTER_TIMEOUT = 20.0    # a broker must be routable through the namesrv within this
+STOP_GRACE = 5.0
+LOG_TAIL = 60
+CLUSTER = "ConformanceCluster"
+BROKER_NAME = "broker-conf"
+
+
+class ScenarioFailure(Exception):
+    """A scenario verdict of FAIL with a one-line reason."""
+
+
+@dataclass
+class Scenario:
+    name: str
+    path: str
+    kind: str               # "py" or "js"
+    needs: List[str]
+    timeout: float
+    meta_error: Optional[str] = None
+
+
+@dataclass
+class Proc:
+    label: str
+    popen: subprocess.Popen
+    log_path: str
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    tmp: str
+    procs: List[Proc] = field(default_factory=list)
+    client_output: str = ""
+    client_log_dir: str = ""
+
+
+# ---- discovery ---------------------------------------------------------------------------
+
+META_RE = re.compile(r"^\s*(?:#|//)\s*(needs|timeout)\s*:\s*(.*?)\s*$")
+
+
+def parse_scenario(path: str) -> Scenario:
+    name, ext = os.path.splitext(os.path.basename(path))
+    needs: Optional[List[str]] = None
+    timeout = DEFAULT_TIMEOUT
+    err = None
+    with open(path, encoding="utf-8") as fh:
+        for _, line in zip(range(40), fh):
+            m = META_RE.match(line)
+            if not m:
+                continue
+            key, val = m.group(1), m.group(2)
+            if key == "needs":
+                words = val.replace(",", " ").split()
+                needs = [] if words == ["none"] else words
+                bad = [w for w in needs if w not in ("namesrv", "broker")]
+                if bad:
+                    err = f"unknown process in needs: {' '.join(bad)}"
+                if "broker" in needs and "namesrv" not in needs:
+                    err = "needs: broker requires namesrv too"
+            elif key == "timeout":
+                try:
+                    timeout = float(val)
+                except ValueError:
+                    err = f"bad timeout: {val!r}"
+    if needs is None:
+        err = err or "no '# needs: namesrv [broker]' line in the first 40 lines"
+        needs = []
+    return Scenario(name, path, ext[1:], needs, timeout, err)
+
+
+def discover(directory: str = SCENARIOS) -> List[Scenario]:
+    files = sorted(glob.glob(os.path.join(directory, "*.py")) + glob.glob(os.path.join(directory, "*.js")))
+    return [parse_scenario(os.path.abspath(p)) for p in files if not os.path.basename(p).startswith("_")]
+
+
+def find_binary(cli_bin: Optional[str]) -> Tuple[Optional[str], str]:
+    """(path or None, description of where we looked)."""
+    explicit = cli_bin or os.environ.get("RINGMQ_BIN")
+    if explicit:
+        p = os.path.abspath(explicit)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p, p
+        return None, f"RINGMQ_BIN={explicit} (not an executable file)"
+    tried = [os.path.join(REPO, "target", "release", "ringmq"), os.path.join(REPO, "target", "debug", "ringmq")]
+    for p in tried:
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p, p
+    return None, "RINGMQ_BIN unset; tried " + ", ".join(os.path.relpath(t, REPO) for t in tried)
+
+
+# ---- ports and processes -----------------------------------------------------------------
+
+def _bindable(port: int) -> bool:
+    if port <= 1024 or port > 65535:
+        return False
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port(taken: set, also_free: Tuple[int, ...] = ()) -> int:
+    """A loopback port the OS says is free, with port+d also free for every d in also_free."""
+    for _ in range(200):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        group = [port] + [port + d for d in also_free]
+        if any(p in taken for p in group):
+            continue
+        if all(_bindable(p) for p in group[1:]):
+            taken.update(group)
+            return port
+    raise ScenarioFailure("could not find free loopback ports")
+
+
+def write_conf(path: str, props: Dict[str, object]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("# written by tests/conformance/run.py\n")
+        for k, v in props.items():
+            fh.write(f"{k}={v}\n")
+
+
+def start_proc(run: Run, label: str, argv: List[str], env: Dict[str, str]) -> Proc:
+    log_path = os.path.join(run.tmp, f"{label}.log")
+    log = open(log_path, "wb")
+    try:
+        p = subprocess.Popen(argv, cwd=run.tmp, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:
+        raise ScenarioFailure(f"cannot start {label}: {e}") from e
+    finally:
+        log.close()
+    proc = Proc(label, p, log_path)
+    run.procs.append(proc)
+    return proc
+
+
+def wait_listening(proc: Proc, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rc = proc.popen.poll()
+        if rc is not None:
+            raise ScenarioFailure(f"{proc.label} exited with code {rc} before listening on 127.0.0.1:{port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise ScenarioFailure(f"{proc.label} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def wait_broker_routable(namesrv: str, broker_addr: str, broker: Proc, timeout: float) -> None:
+    """The namesrv must route TBW102 (created by autoCreateTopicEnable) to our broker."""
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        rc = broker.popen.poll()
+        if rc is not None:
+            raise ScenarioFailure(f"broker exited with code {rc} while registering")
+        try:
+            code, route, resp = rm.get_route(namesrv, "TBW102", timeout=2.0)
+            if code == rm.SUCCESS and route and broker_addr in rm.route_broker_addrs(route):
+                return
+            last = f"code {code} remark {resp.remark!r}" if code != rm.SUCCESS else f"route {route}"
+        except (OSError, rm.ProtocolError, TimeoutError, ValueError) as e:
+            last = f"{type(e).__name__}: {e}"
+        time.sleep(0.2)
+    raise ScenarioFailure(f"namesrv never routed TBW102 to broker {broker_addr} within {timeout:.0f}s "
+                          f"(last: {last})")
+
+
+def stop_proc(proc: Proc) -> None:
+    p = proc.popen
+    if p.poll() is not None:
+        return
+    try:
+        p.terminate()
+        p.wait(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=STOP_GRACE)
+    except ProcessLookupError:
+        pass
+
+
+def kill_session(p: subprocess.Popen) -> None:
+    """Kill the process group led by p (a client we started with start_new_session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tail(path: str, n: int = LOG_TAIL) -> str:
+    try:
+        with open(path, "rb") as fh:
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError as e:
+        return f"(cannot read {path}: {e})"
+    cut = lines[-n:]
+    head = f"(last {len(cut)} of {len(lines)} lines)\n" if len(lines) > n else ""
+    return head + "\n".join(cut)
+
+
+# ---- one scenario ------------------------------------------------------------------------
+
+def client_argv(sc: Scenario) -> List[str]:
+    if sc.kind == "py":
+        if not os.path.exists(VENV_PY):
+            raise ScenarioFailure("Python client venv missing: run bash tests/conformance/install.sh")
+        return [VENV_PY, sc.path]
+    if not os.path.isdir(os.path.join(NODE_MODULES, "ali-ons")):
+        raise ScenarioFailure("node clients missing: run bash tests/conformance/install.sh")
+    node = shutil.which("node")
+    if not node:
+        raise ScenarioFailure("node not found on PATH")
+    return [node, sc.path]
+
+
+def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool) -> Tuple[bool, str, Run]:
+    tmp = tempfile.mkdtemp(prefix=f"ringmq-conf-{sc.name}-")
+    run = Run(sc, tmp)
+    ok, reason = False, ""
+    try:
+        if sc.meta_error:
+            raise ScenarioFailure(sc.meta_error)
+        if sc.needs and binary is None:
+            raise ScenarioFailure(f"ringmq binary not found ({bin_desc}); build it or set RINGMQ_BIN")
+        argv = client_argv(sc)
+        home = os.path.join(tmp, "home")
+        data = os.path.join(tmp, "data")
+        run.client_log_dir = os.path.join(tmp, "clientlogs")
+        for d in (home, data, run.client_log_dir):
+            os.makedirs(d, exist_ok=True)
+        base_env = dict(os.environ)
+        base_env["HOME"] = home
+        taken: set = set()
+        env = dict(base_env)
+        env.update({"SCENARIO_NAME": sc.name, "SCENARIO_TMP": tmp, "CONFORMANCE_ROOT": ROOT,
+                    "CONFORMANCE_PYTHON": VENV_PY if os.path.exists(VENV_PY) else sys.executable,
+                    "PYTHONPATH": LIB + os.pathsep + base_env.get("PYTHONPATH", ""),
+                    "PYTHONUNBUFFERED": "1", "NODE_PATH": NODE_MODULES,
+                    "ROCKETMQ_CLIENT_LOG_DIR": run.client_log_dir, "RINGMQ_DATA_DIR": data})
+        if binary:
+            env["RINGMQ_BIN"] = binary
+        if "namesrv" in sc.needs:
+            ns_port = free_port(taken)
+            namesrv = f"127.0.0.1:{ns_port}"
+            conf = os.path.join(tmp, "namesrv.conf")
+            write_conf(conf, {"listenPort": ns_port})
+            p = start_proc(run, "namesrv", [binary, "namesrv", "-c", conf], base_env)
+            wait_listening(p, ns_port, START_TIMEOUT)
+            env["NAMESRV_ADDR"] = namesrv
+        if "broker" in sc.needs:
+            # listenPort-2 (VIP channel) and listenPort+1 (HA) must be free too.
+            br_port = free_port(taken, also_free=(-2, 1))
+            broker_addr = f"127.0.0.1:{br_port}"
+            conf = os.path.join(tmp, "broker.conf")
+            write_conf(conf, {
+                "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 0,
+                "listenPort": br_port, "haListenPort": br_port + 1, "brokerIP1": "127.0.0.1",
+                "namesrvAddr": env["NAMESRV_ADDR"], "storePathRootDir": data,
+                "autoCreateTopicEnable": "true",
+            })
+            p = start_proc(run, "broker", [binary, "broker", "-c", conf], base_env)
+            wait_listening(p, br_port, START_TIMEOUT)
+            wait_broker_routable(env["NAMESRV_ADDR"], broker_addr, p, REGISTER_TIMEOUT)
+            env["BROKER_ADDR"] = broker_addr
+        ok, reason = run_client(run, argv, env)
+        for proc in run.procs:
+            rc = proc.popen.poll()
+            if rc is not None:
+                ok, reason = False, f"{proc.label} exited with code {rc} during the scenario" + (
+                    f" (client: {reason})" if reason else "")
+    except ScenarioFailure as e:
+        ok, reason = False, str(e)
+    finally:
+        for proc in reversed(run.procs):
+            stop_proc(proc)
+        if ok and not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return ok, reason, run
+
+
+def run_client(run: Run, argv: List[str], env: Dict[str, str]) -> Tuple[bool, str]:
+    sc = run.scenario
+    out_path = os.path.join(run.tmp, "client.out")
+    with open(out_path, "wb") as out:
+        p = subprocess.Popen(argv, cwd=run.tmp, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout=sc.timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            kill_session(p)   # the client's own helpers (e.g. a fake broker) go with it
+            try:
+                p.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                pass
+    with open(out_path, "rb") as fh:
+        run.client_output = fh.read().decode("utf-8", "replace")
+    if rc is None:
+        return False, f"timed out after {sc.timeout:.0f}s"
+    if rc != 0:
+        lines = [ln for ln in run.client_output.strip().splitlines() if ln.strip()]
+        fail_lines = [ln for ln in lines if ln.startswith(("FAIL", "AssertionError", "Error"))]
+        last = (fail_lines or lines or [f"exit status {rc}"])[-1].strip()
+        if last.startswith("FAIL:"):
+            last = last[len("FAIL:"):].strip()
+        return False, f"{last[:300]} (exit status {rc})"
+    return True, ""
+
+
+def print_failure_details(run: Run) -> None:
+    def block(title: str, text: str) -> None:
+        print(f"    --- {title} ---")
+        for line in (text.rstrip() or "(empty)").splitlines():
+            print(f"    | {line}")
+
+    for proc in run.procs:
+        block(f"{proc.label} log ({proc.log_path})", tail(proc.log_path))
+    if run.client_output or os.path.exists(os.path.join(run.tmp, "client.out")):
+        block("client output", "\n".join(run.client_output.splitlines()[-LOG_TAIL * 2:]))
+    for path in sorted(glob.glob(os.path.join(run.client_log_dir or "/nonexistent", "*")))[:3]:
+        block(f"client library log {os.path.basename(path)}", tail(path, 30))
+    print(f"    (scenario files kept in {run.tmp})")
+
+
+# ---- main --------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Run ringmq conformance scenarios with real clients.")
+    ap.add_argument("-k", dest="filters", action="append", default=[],
+                    help="only scenarios whose name contains this substring (repeatable: any)")
+    ap.add_argument("--list", action="store_true", help="list scenarios and what they need")
+    ap.add_argument("--keep", action="store_true", help="keep temp dirs of passing scenarios")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print client output of passing scenarios")
+    ap.add_argument("--bin", help="ringmq binary (overrides RINGMQ_BIN)")
+    ap.add_argument("--dir", default=SCENARIOS, help="scenario directory (default: scenarios/)")
+    args = ap.parse_args()
+
+    scenarios = [s for s in discover(args.dir) if not args.filters or any(f in s.name for f in args.filters)]
+    if args.list:
+        for s in scenarios:
+            print(f"{s.name:40s} needs: {' '.join(s.needs) or 'none':16s} timeout: {s.timeout:.0f}s"
+                  + (f"  [error: {s.meta_error}]" if s.meta_error else ""))
+        return 0
+
+    binary, bin_desc = find_binary(args.bin)
+    if binary is None and any(s.needs for s in scenarios):
+        print(f"error: ringmq binary not found: {bin_desc}. Build it (cargo build --release) "
+              f"or set RINGMQ_BIN=/path/to/ringmq.", flush=True)
+
+    def on_sigterm(*_: object) -> None:
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    passed = failed = 0
+    try:
+        for sc in scenarios:
+            ok, reason, run = run_scenario(sc, binary, bin_desc, args.keep)
+            if ok:
+                passed += 1
+                print(f"ok {sc.name}", flush=True)
+                if args.verbose and run.client_output.strip():
+                    for line in run.client_output.rstrip().splitlines():
+                        print(f"    | {line}")
+            else:
+                failed += 1
+                print(f"FAIL {sc.name}: {reason}", flush=True)
+                print_failure_details(run)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        failed += 1
+    if not scenarios:
+        print("no scenarios matched", flush=True)
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 1 if failed or not scenarios else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
