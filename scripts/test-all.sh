@@ -24,6 +24,9 @@ if [ -x systemd/check.sh ]; then
   systemd/check.sh
 fi
 
+step "conformance: captured real-client frames"
+python3 tests/conformance/capture/verify_fixtures.py
+
 step "conformance: real third-party clients"
 tests/conformance/install.sh
 RINGMQ_BIN="$PWD/target/debug/ringmq" python3 tests/conformance/run.py

@@ -1,1 +1,23 @@
-//! ringmq broker (being written).
+//! The ringmq broker: RocketMQ's produce/consume path on top of the runtime (network cores)
+//! and the store (append, flush, reput stages).
+
+pub mod broker;
+pub mod client;
+pub mod config;
+mod config_keys;
+pub mod context;
+pub mod disk_store;
+pub mod filter;
+pub mod long_polling;
+pub mod metadata;
+pub mod persist;
+pub mod processor;
+pub mod register;
+pub mod retry;
+pub mod schedule;
+pub mod store_api;
+#[cfg(test)]
+mod test_support;
+
+pub use broker::{Broker, BrokerError};
+pub use config::BrokerConfig;

@@ -2,6 +2,7 @@
 //! `tune`, `bench`, `version`. Invoked through a link named `mqnamesrv` or `mqbroker` it
 //! behaves as that subcommand, so RocketMQ operators keep their habits.
 
+mod admin;
 mod lifecycle;
 mod notify;
 mod serve;
@@ -20,6 +21,7 @@ commands:
   namesrv [-c FILE] [-p] run a NameServer (as mqnamesrv)
   broker  [-c FILE] [-n ADDR] [-p] [-m]
                          run a broker (as mqbroker)
+  admin   <command> ...   operator commands with mqadmin's names and flags (as mqadmin)
   bench   producer|consumer ...
                          load generator (see `ringmq bench --help`)
   tune    check|apply    compare kernel settings with kernel-tuning/ and fix drift
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
     let command = match program.as_str() {
         "mqnamesrv" => "namesrv".to_string(),
         "mqbroker" => "broker".to_string(),
+        "mqadmin" => "admin".to_string(),
         _ => {
             if args.len() < 2 {
                 eprint!("{USAGE}");
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         "broker" => serve::broker(rest),
         "up" => serve::up(rest),
         "tune" => tune::main(rest),
+        "admin" => admin::main(rest),
         "bench" => serve::bench(&args),
         "version" | "--version" | "-V" => {
             println!("ringmq {}", env!("CARGO_PKG_VERSION"));

@@ -4,6 +4,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codes::LanguageCode;
+use crate::header::{CommandHeader, HeaderError};
 
 /// Bit 0 of `flag`: the command is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -34,11 +35,16 @@ impl ExtFields {
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { entries: Vec::with_capacity(capacity) }
+        Self {
+            entries: Vec::with_capacity(capacity),
+        }
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Sets `key` to `value`, replacing an existing value.
@@ -64,7 +70,24 @@ impl ExtFields {
         self.entries.is_empty()
     }
 
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.entries.iter().any(|(k, _)| k == key)
+    }
+
+    /// Entries in insertion order (the order they arrived in, or were inserted).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl<'a> IntoIterator for &'a ExtFields {
+    type Item = (&'a str, &'a str);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, String)>,
+        fn(&'a (String, String)) -> (&'a str, &'a str),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
         self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 }
@@ -149,36 +172,48 @@ impl RemotingCommand {
         self
     }
 
+    /// Decodes the typed custom header `H` from this command's extFields.
+    pub fn decode_header<H: CommandHeader>(&self) -> Result<H, HeaderError> {
+        H::decode(&self.ext_fields)
+    }
+
+    /// Writes `header`'s fields into this command's extFields (other keys are kept).
+    pub fn set_header<H: CommandHeader>(&mut self, header: &H) {
+        header.encode(&mut self.ext_fields);
+    }
+
+    /// Builder form of [`RemotingCommand::set_header`].
+    pub fn with_header<H: CommandHeader>(mut self, header: &H) -> Self {
+        self.set_header(header);
+        self
+    }
+
     /// Appends the whole frame (length word, header-length word, header, body) to `out`.
     pub fn encode(&self, out: &mut BytesMut) {
-        let start = out.len();
-        out.put_u32(0); // frame length, patched below
-        out.put_u32(0); // header length and type, patched below
-        let header_start = out.len();
-        match self.serialize_type {
-            SerializeType::Json => crate::command::json_header::write(self, out),
-            SerializeType::RocketMq => crate::command::binary_header::write(self, out),
-        }
-        let header_len = out.len() - header_start;
+        self.encode_header_for_body(self.body.len(), out);
         out.extend_from_slice(&self.body);
-        let frame_len = out.len() - start - 4;
-        let word = ((self.serialize_type as u32) << 24) | (header_len as u32 & 0x00FF_FFFF);
-        out[start..start + 4].copy_from_slice(&(frame_len as u32).to_be_bytes());
-        out[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
     }
 
     /// Encodes the frame with only the header (and the length words counting `body_len`
     /// more bytes the caller writes itself, e.g. by splice/sendfile from the CommitLog).
+    ///
+    /// The caller keeps frames within the peer's bound (16 MiB by default); a header
+    /// beyond the 24-bit header-length field cannot be framed and is a bug upstream of
+    /// this codec (headers are a few hundred bytes).
     pub fn encode_header_for_body(&self, body_len: usize, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u32(0);
-        out.put_u32(0);
+        out.put_u32(0); // frame length, patched below
+        out.put_u32(0); // header length and type, patched below
         let header_start = out.len();
         match self.serialize_type {
             SerializeType::Json => json_header::write(self, out),
             SerializeType::RocketMq => binary_header::write(self, out),
         }
         let header_len = out.len() - header_start;
+        debug_assert!(
+            header_len <= 0x00FF_FFFF,
+            "header of {header_len} bytes overflows the 24-bit length"
+        );
         let frame_len = 4 + header_len + body_len;
         let word = ((self.serialize_type as u32) << 24) | (header_len as u32 & 0x00FF_FFFF);
         out[start..start + 4].copy_from_slice(&(frame_len as u32).to_be_bytes());

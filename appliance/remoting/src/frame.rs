@@ -6,8 +6,8 @@
 
 use bytes::{Buf, BytesMut};
 
-use crate::command::{binary_header, json_header, HeaderDecodeError, RemotingCommand};
 use crate::command::SerializeType;
+use crate::command::{binary_header, json_header, HeaderDecodeError, RemotingCommand};
 
 /// Java's `com.rocketmq.remoting.frameMaxLength` default: 16 MiB for the whole frame,
 /// length word included.
@@ -20,11 +20,17 @@ pub const FRAME_PREFIX_BYTES: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameError {
     /// `frameLength + 4` exceeds the configured bound.
-    TooLarge { frame_bytes: usize, max_frame_bytes: usize },
+    TooLarge {
+        frame_bytes: usize,
+        max_frame_bytes: usize,
+    },
     /// `frameLength` is smaller than the header-length word it must contain.
     TooShort { frame_length: u32 },
     /// `headerLength > frameLength - 4`.
-    HeaderOverrun { header_length: u32, frame_length: u32 },
+    HeaderOverrun {
+        header_length: u32,
+        frame_length: u32,
+    },
     /// The header bytes do not decode.
     Header(HeaderDecodeError),
 }
@@ -32,13 +38,25 @@ pub enum FrameError {
 impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::TooLarge { frame_bytes, max_frame_bytes } => {
-                write!(f, "frame of {frame_bytes} bytes exceeds the {max_frame_bytes}-byte bound")
+            Self::TooLarge {
+                frame_bytes,
+                max_frame_bytes,
+            } => {
+                write!(
+                    f,
+                    "frame of {frame_bytes} bytes exceeds the {max_frame_bytes}-byte bound"
+                )
             }
             Self::TooShort { frame_length } => {
-                write!(f, "frame length {frame_length} cannot hold a header-length word")
+                write!(
+                    f,
+                    "frame length {frame_length} cannot hold a header-length word"
+                )
             }
-            Self::HeaderOverrun { header_length, frame_length } => write!(
+            Self::HeaderOverrun {
+                header_length,
+                frame_length,
+            } => write!(
                 f,
                 "header length {header_length} exceeds frame length {frame_length} minus 4"
             ),
@@ -70,7 +88,10 @@ impl Default for FrameDecoder {
 
 impl FrameDecoder {
     pub fn new(max_frame_bytes: usize) -> Self {
-        assert!(max_frame_bytes >= FRAME_PREFIX_BYTES, "frame bound below the prefix size");
+        assert!(
+            max_frame_bytes >= FRAME_PREFIX_BYTES,
+            "frame bound below the prefix size"
+        );
         Self { max_frame_bytes }
     }
 
@@ -88,7 +109,10 @@ impl FrameDecoder {
         let frame_length = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let frame_bytes = frame_length as usize + 4;
         if frame_bytes > self.max_frame_bytes {
-            return Err(FrameError::TooLarge { frame_bytes, max_frame_bytes: self.max_frame_bytes });
+            return Err(FrameError::TooLarge {
+                frame_bytes,
+                max_frame_bytes: self.max_frame_bytes,
+            });
         }
         if frame_length < 4 {
             return Err(FrameError::TooShort { frame_length });
@@ -109,7 +133,10 @@ impl FrameDecoder {
         let word = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
         let header_length = word & 0x00FF_FFFF;
         if header_length > frame_length - 4 {
-            return Err(FrameError::HeaderOverrun { header_length, frame_length });
+            return Err(FrameError::HeaderOverrun {
+                header_length,
+                frame_length,
+            });
         }
         let type_byte = (word >> 24) as u8;
         let serialize_type = match type_byte {

@@ -1,5 +1,35 @@
-//! Typed custom headers: each request's `extFields` as a Rust struct (`headers.md`).
-//! OWNER: remoting-core helper.
+//! Typed custom headers: each request's and response's `extFields` as a Rust struct
+//! (`headers.md`, `remoting.md` §7). Owns the field text rules, the [`CommandHeader`]
+//! trait, the `command_header!` table macro every header is declared with, and the common
+//! `+rpc` keys ([`RpcFields`]).
+//!
+//! Text rules (`headers.md` §0.1, `remoting.md` §7.1, `clients.md`):
+//! - numbers arrive as decimal text (the JSON reader keeps unquoted numbers' text); an
+//!   empty string counts as absent for numbers and booleans (Go and C++ send `""`);
+//! - booleans accept `true`/`false` in any case and `1`/`0` (the C++ core sends `m: "1"`);
+//! - strings are taken as is, and an empty string is a present, empty value;
+//! - a missing required field is [`HeaderError::Missing`], unparsable text
+//!   [`HeaderError::Malformed`].
+//!
+//! Headers encode *into* an existing [`ExtFields`], so extra keys such as `MSG_REGION`,
+//! `TRACE_ON` or `AccessKey` stay beside the header's own keys; decoding ignores keys it
+//! does not know.
+//!
+//! ```
+//! use ringmq_remoting::header::{CommandHeader, QueryConsumerOffsetRequestHeader};
+//! use ringmq_remoting::RemotingCommand;
+//!
+//! let header = QueryConsumerOffsetRequestHeader {
+//!     consumer_group: "G1".into(),
+//!     topic: "T1".into(),
+//!     queue_id: 3,
+//!     ..Default::default()
+//! };
+//! let request = RemotingCommand::request(14, 1).with_header(&header);
+//! assert_eq!(request.ext_fields.get("queueId"), Some("3"));
+//! let back: QueryConsumerOffsetRequestHeader = request.decode_header().unwrap();
+//! assert_eq!(back, header);
+//! ```
 
 use crate::command::ExtFields;
 
@@ -10,15 +40,26 @@ pub enum HeaderError {
     /// A required field (`@CFNotNull` upstream) is absent.
     Missing { field: &'static str },
     /// A field is present but its text is not a valid value of its type.
-    Malformed { field: &'static str, value: String, expected: &'static str },
+    Malformed {
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 impl std::fmt::Display for HeaderError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Missing { field } => write!(f, "the custom header field {field} is null"),
-            Self::Malformed { field, value, expected } => {
-                write!(f, "the custom header field {field}={value:?} is not a valid {expected}")
+            Self::Malformed {
+                field,
+                value,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "the custom header field {field}={value:?} is not a valid {expected}"
+                )
             }
         }
     }
@@ -28,6 +69,402 @@ impl std::error::Error for HeaderError {}
 
 /// A custom header: decoded from and encoded into `extFields`.
 pub trait CommandHeader: Sized {
+    /// Reads the header's keys from `fields`; unknown keys are ignored.
     fn decode(fields: &ExtFields) -> Result<Self, HeaderError>;
+    /// Writes the header's present fields into `fields`, replacing keys of the same name
+    /// and keeping every other key.
     fn encode(&self, fields: &mut ExtFields);
+
+    /// The header alone as a fresh map.
+    fn to_ext_fields(&self) -> ExtFields {
+        let mut fields = ExtFields::new();
+        self.encode(&mut fields);
+        fields
+    }
+}
+
+/// The text form of one header field value.
+pub trait FieldValue: Sized {
+    /// What the value should have looked like, for [`HeaderError::Malformed`].
+    const EXPECTED: &'static str;
+    /// Whether `text` means "not given". Empty text is absent for everything but strings.
+    fn is_absent(text: &str) -> bool {
+        text.is_empty()
+    }
+    /// Parses `text`; `None` when it is not a valid value.
+    fn parse(text: &str) -> Option<Self>;
+    /// The canonical text Java's `toString` produces.
+    fn to_text(&self) -> String;
+    /// An arbitrary value drawn from `src` (round-trip tests and fuzzing).
+    #[doc(hidden)]
+    fn sample(src: &mut testing::SampleSource<'_>) -> Self;
+}
+
+impl FieldValue for String {
+    const EXPECTED: &'static str = "string";
+    fn is_absent(_text: &str) -> bool {
+        false
+    }
+    fn parse(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+    fn to_text(&self) -> String {
+        self.clone()
+    }
+    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
+        src.string()
+    }
+}
+
+impl FieldValue for i32 {
+    const EXPECTED: &'static str = "32-bit integer";
+    fn parse(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+    fn to_text(&self) -> String {
+        self.to_string()
+    }
+    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
+        src.int() as i32
+    }
+}
+
+impl FieldValue for i64 {
+    const EXPECTED: &'static str = "64-bit integer";
+    fn parse(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+    fn to_text(&self) -> String {
+        self.to_string()
+    }
+    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
+        src.int()
+    }
+}
+
+impl FieldValue for bool {
+    const EXPECTED: &'static str = "boolean (true/false/1/0)";
+    fn parse(text: &str) -> Option<Self> {
+        if text.eq_ignore_ascii_case("true") || text == "1" {
+            Some(true)
+        } else if text.eq_ignore_ascii_case("false") || text == "0" {
+            Some(false)
+        } else {
+            None
+        }
+    }
+    fn to_text(&self) -> String {
+        if *self { "true" } else { "false" }.to_owned()
+    }
+    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
+        src.byte() & 1 == 1
+    }
+}
+
+/// `SEARCH_OFFSET_BY_TIMESTAMP`'s `boundaryType`: which offset wins when several messages
+/// share the store time. Read case-insensitively, written as Java's enum name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BoundaryType {
+    #[default]
+    Lower,
+    Upper,
+}
+
+impl FieldValue for BoundaryType {
+    const EXPECTED: &'static str = "boundary type (LOWER/UPPER)";
+    fn parse(text: &str) -> Option<Self> {
+        if text.eq_ignore_ascii_case("lower") {
+            Some(Self::Lower)
+        } else if text.eq_ignore_ascii_case("upper") {
+            Some(Self::Upper)
+        } else {
+            None
+        }
+    }
+    fn to_text(&self) -> String {
+        match self {
+            Self::Lower => "LOWER",
+            Self::Upper => "UPPER",
+        }
+        .to_owned()
+    }
+    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
+        if src.byte() & 1 == 1 {
+            Self::Upper
+        } else {
+            Self::Lower
+        }
+    }
+}
+
+/// Reads `key` as a present value: `Ok(None)` when missing or absent-by-text.
+pub fn read_field<T: FieldValue>(
+    fields: &ExtFields,
+    key: &'static str,
+) -> Result<Option<T>, HeaderError> {
+    match fields.get(key) {
+        None => Ok(None),
+        Some(text) if T::is_absent(text) => Ok(None),
+        Some(text) => T::parse(text)
+            .map(Some)
+            .ok_or_else(|| HeaderError::Malformed {
+                field: key,
+                value: text.to_owned(),
+                expected: T::EXPECTED,
+            }),
+    }
+}
+
+/// How a struct field type maps onto an extFields key: a plain `T` is required, an
+/// `Option<T>` optional.
+pub trait HeaderField: Sized {
+    fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError>;
+    fn encode_field(&self, fields: &mut ExtFields, key: &'static str);
+    #[doc(hidden)]
+    fn sample_field(src: &mut testing::SampleSource<'_>) -> Self;
+}
+
+macro_rules! header_field_impls {
+    ($($t:ty),*) => {$(
+        impl HeaderField for $t {
+            fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+                read_field::<$t>(fields, key)?.ok_or(HeaderError::Missing { field: key })
+            }
+            fn encode_field(&self, fields: &mut ExtFields, key: &'static str) {
+                fields.insert(key, self.to_text());
+            }
+            fn sample_field(src: &mut testing::SampleSource<'_>) -> Self {
+                <$t as FieldValue>::sample(src)
+            }
+        }
+        impl HeaderField for Option<$t> {
+            fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+                read_field::<$t>(fields, key)
+            }
+            fn encode_field(&self, fields: &mut ExtFields, key: &'static str) {
+                if let Some(value) = self {
+                    fields.insert(key, value.to_text());
+                }
+            }
+            fn sample_field(src: &mut testing::SampleSource<'_>) -> Self {
+                if src.byte() % 3 == 0 {
+                    None
+                } else {
+                    Some(<$t as FieldValue>::sample(src))
+                }
+            }
+        }
+    )*};
+}
+
+header_field_impls!(String, i32, i64, bool, BoundaryType);
+
+/// Declares a header struct from a table of `field: Type = "wireKey";` rows.
+///
+/// - `T` (String, i32, i64, bool, ...) is required: missing => [`HeaderError::Missing`];
+/// - `Option<T>` is optional;
+/// - `T = "key" or DEFAULT;` is optional on the wire with a default when absent (always
+///   written on encode);
+/// - `Name + rpc { .. }` adds `pub rpc: RpcFields` (the `ns/nsd/bname/oway/lo` keys).
+///
+/// `Default` is derived; note it uses the type's zero value, not the `or` default.
+macro_rules! command_header {
+    (
+        $(#[$meta:meta])*
+        $name:ident $(+ $rpc:ident)? {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty = $key:literal $(or $default:expr)? ; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+            $(
+                /// The common `+rpc` keys (`remoting.md` §7.2).
+                pub $rpc: $crate::header::RpcFields,
+            )?
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Every wire key of this header, in table order (the `+rpc` keys excluded).
+            pub const KEYS: &'static [&'static str] = &[$($key),*];
+
+            /// An arbitrary header drawn from `src` (round-trip tests and fuzzing).
+            #[doc(hidden)]
+            #[allow(unused_variables)]
+            pub fn sample(src: &mut $crate::header::testing::SampleSource<'_>) -> Self {
+                Self {
+                    $( $field: <$ty as $crate::header::HeaderField>::sample_field(src), )*
+                    $( $rpc: $crate::header::RpcFields::sample(src), )?
+                }
+            }
+        }
+
+        impl $crate::header::CommandHeader for $name {
+            #[allow(unused_variables)]
+            fn decode(fields: &$crate::command::ExtFields) -> Result<Self, $crate::header::HeaderError> {
+                Ok(Self {
+                    $( $field: command_header!(@decode fields, $ty, $key $(, $default)?), )*
+                    $( $rpc: <$crate::header::RpcFields as $crate::header::CommandHeader>::decode(fields)?, )?
+                })
+            }
+
+            #[allow(unused_variables)]
+            fn encode(&self, fields: &mut $crate::command::ExtFields) {
+                $( $crate::header::HeaderField::encode_field(&self.$field, fields, $key); )*
+                $( $crate::header::CommandHeader::encode(&self.$rpc, fields); )?
+            }
+        }
+    };
+    (@decode $fields:ident, $ty:ty, $key:literal) => {
+        <$ty as $crate::header::HeaderField>::decode_field($fields, $key)?
+    };
+    (@decode $fields:ident, $ty:ty, $key:literal, $default:expr) => {
+        $crate::header::read_field::<$ty>($fields, $key)?.unwrap_or($default)
+    };
+}
+
+command_header! {
+    /// Optional keys most request headers inherit from `RpcRequestHeader` (`remoting.md`
+    /// §7.2). A plain broker may ignore them; they are kept so a proxy can route.
+    RpcFields {
+        /// `ns`: namespace.
+        namespace: Option<String> = "ns";
+        /// `nsd`: resource names are already namespaced.
+        namespaced: Option<bool> = "nsd";
+        /// `bname`: target broker name.
+        broker_name: Option<String> = "bname";
+        /// `oway`: oneway hint.
+        oneway: Option<bool> = "oway";
+        /// `lo`: logical (static-topic) request; only topic headers carry it.
+        logic: Option<bool> = "lo";
+    }
+}
+
+pub mod admin;
+pub mod client;
+pub mod lookup;
+pub mod namesrv;
+pub mod offset;
+pub mod pop;
+pub mod pull;
+pub mod send;
+#[doc(hidden)]
+pub mod testing;
+pub mod transaction;
+
+pub use admin::*;
+pub use client::*;
+pub use lookup::*;
+pub use namesrv::*;
+pub use offset::*;
+pub use pop::*;
+pub use pull::*;
+pub use send::*;
+pub use transaction::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    command_header! {
+        Demo + rpc {
+            name: String = "name";
+            count: i32 = "count";
+            big: Option<i64> = "big";
+            on: bool = "on" or true;
+            boundary: Option<BoundaryType> = "boundaryType";
+        }
+    }
+
+    fn fields(pairs: &[(&str, &str)]) -> ExtFields {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn decodes_with_rules() {
+        let got = Demo::decode(&fields(&[
+            ("name", ""),
+            ("count", "-7"),
+            ("big", ""),
+            ("boundaryType", "upper"),
+            ("bname", "broker-a"),
+            ("nsd", "1"),
+            ("MSG_REGION", "x"),
+        ]))
+        .unwrap();
+        assert_eq!(got.name, "");
+        assert_eq!(got.count, -7);
+        assert_eq!(got.big, None);
+        assert!(got.on);
+        assert_eq!(got.boundary, Some(BoundaryType::Upper));
+        assert_eq!(got.rpc.broker_name.as_deref(), Some("broker-a"));
+        assert_eq!(got.rpc.namespaced, Some(true));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(
+            Demo::decode(&fields(&[("count", "1")])),
+            Err(HeaderError::Missing { field: "name" })
+        );
+        assert_eq!(
+            Demo::decode(&fields(&[("name", "n"), ("count", "")])),
+            Err(HeaderError::Missing { field: "count" })
+        );
+        assert_eq!(
+            Demo::decode(&fields(&[("name", "n"), ("count", "1.0")])),
+            Err(HeaderError::Malformed {
+                field: "count",
+                value: "1.0".into(),
+                expected: "32-bit integer"
+            })
+        );
+        assert!(matches!(
+            Demo::decode(&fields(&[("name", "n"), ("count", "1"), ("on", "yes")])),
+            Err(HeaderError::Malformed { field: "on", .. })
+        ));
+        assert!(matches!(
+            Demo::decode(&fields(&[("name", "n"), ("count", "99999999999")])),
+            Err(HeaderError::Malformed { field: "count", .. })
+        ));
+        let text = HeaderError::Missing { field: "topic" }.to_string();
+        assert!(text.contains("topic"), "{text}");
+    }
+
+    #[test]
+    fn booleans_accept_client_spellings() {
+        for (text, want) in [
+            ("true", true),
+            ("TRUE", true),
+            ("True", true),
+            ("1", true),
+            ("false", false),
+            ("FALSE", false),
+            ("0", false),
+        ] {
+            assert_eq!(bool::parse(text), Some(want), "{text}");
+        }
+        for text in ["2", "yes", " true", "t"] {
+            assert_eq!(bool::parse(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn encode_keeps_extra_keys_and_replaces_own() {
+        let mut ext = fields(&[("MSG_REGION", "DefaultRegion"), ("count", "old")]);
+        let demo = Demo {
+            name: "n".into(),
+            count: 5,
+            on: false,
+            ..Default::default()
+        };
+        demo.encode(&mut ext);
+        assert_eq!(ext.get("MSG_REGION"), Some("DefaultRegion"));
+        assert_eq!(ext.get("count"), Some("5"));
+        assert_eq!(ext.get("on"), Some("false"));
+        assert_eq!(ext.get("big"), None);
+        assert_eq!(Demo::decode(&ext).unwrap(), demo);
+    }
 }

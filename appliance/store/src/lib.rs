@@ -1,1 +1,42 @@
-//! ringmq store (being written).
+//! ringmq-store: an Apache RocketMQ-compatible message store (CommitLog, ConsumeQueue,
+//! IndexFile, checkpoint, `abort`, `config/*.json`) that opens directories written by
+//! RocketMQ 5.x and vice versa, run as a pipeline of stage threads:
+//!
+//! - [`append`]: the single owner of the CommitLog tail (queue offsets, patching, copying,
+//!   roll-over), fed by producers over a bounded queue;
+//! - [`flush`]: GroupCommit for SYNC_FLUSH and the timed ASYNC_FLUSH, in mmap mode (msync)
+//!   or direct mode ([`direct`]: O_DIRECT + io_uring from an aligned write ring);
+//! - [`reput`]: dispatch into [`consume_queue`] and [`index`], arrival notifications;
+//! - housekeeping: queue/index flush, [`checkpoint`], [`retention`].
+//!
+//! [`MessageStore`] is the API; [`recovery`] runs at open.
+
+pub mod append;
+pub mod checkpoint;
+pub mod commit_log;
+pub mod config;
+pub mod config_file;
+pub mod consume_queue;
+pub mod direct;
+pub mod error;
+pub mod flush;
+pub mod index;
+pub mod mapped_file;
+pub mod recovery;
+pub mod reput;
+pub mod retention;
+pub mod store;
+pub mod types;
+pub mod util;
+
+#[cfg(test)]
+pub(crate) mod test_util;
+
+pub use config::{FlushDiskType, StoreConfig, WriteMode};
+pub use config_file::{load_config_file, write_config_file_atomic};
+pub use error::StoreError;
+pub use store::{ArrivalListener, MessageStore};
+pub use types::{
+    AcceptAll, ArrivalEvent, Boundary, GetMessageResult, GetMessageStatus, MessageFilter,
+    PutMessageStatus, PutRequest, PutResult, StoreMetrics,
+};

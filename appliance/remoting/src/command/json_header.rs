@@ -1,18 +1,709 @@
-//! JSON header serialization (type 0), `remoting.md` §4.
-//! OWNER: remoting-core helper — replace the todo!() bodies.
+//! JSON header serialization (type 0), `remoting.md` §4: the hand-rolled reader for the one
+//! object shape every Remoting client sends, and the fastjson-shaped compact writer.
+//!
+//! Reading is the hot path (every send from the real clients carries a JSON header), so the
+//! reader walks the bytes once, borrows strings without escapes straight from the input and
+//! allocates only the `remark` and the extFields entries it returns. It accepts what the
+//! real clients emit: any key order, unknown keys (with nested values) skipped, trailing
+//! whitespace (jsoncpp's `\n`), extFields values as JSON strings, numbers, booleans or null,
+//! and the four integer fields as numbers or as quoted numbers.
+//!
+//! Writing follows Java's fastjson output byte for byte: keys in alphabetical order, no
+//! whitespace, extFields values always JSON strings, fastjson's escaping rules.
 
-use bytes::BytesMut;
+use std::borrow::Cow;
 
-use crate::command::{HeaderDecodeError, RemotingCommand};
+use bytes::{BufMut, BytesMut};
+
+use crate::codes::LanguageCode;
+use crate::command::{ExtFields, HeaderDecodeError, RemotingCommand, SerializeType};
+
+/// Deepest nesting of unknown values the reader skips before it gives up; bounds the
+/// reader's stack no matter what a peer sends.
+const MAX_SKIP_DEPTH: usize = 64;
+
+/// Typical extFields size (a SEND_MESSAGE_V2 header has 11-14 keys); one allocation up front.
+const EXT_FIELDS_CAPACITY: usize = 16;
 
 /// Parses a JSON header into a command with an empty body.
 pub fn read(header: &[u8]) -> Result<RemotingCommand, HeaderDecodeError> {
-    let _ = header;
-    todo!("json header read")
+    let mut reader = Reader {
+        buf: header,
+        pos: 0,
+    };
+    let mut cmd = RemotingCommand {
+        code: 0,
+        language: LanguageCode::Java,
+        version: 0,
+        opaque: 0,
+        flag: 0,
+        remark: None,
+        ext_fields: ExtFields::new(),
+        body: bytes::Bytes::new(),
+        serialize_type: SerializeType::Json,
+    };
+    reader.skip_ws();
+    reader.expect(b'{', "the header must be a JSON object")?;
+    reader.skip_ws();
+    if reader.peek() == Some(b'}') {
+        reader.pos += 1;
+    } else {
+        loop {
+            reader.skip_ws();
+            let key = reader.string()?;
+            reader.skip_ws();
+            reader.expect(b':', "expected ':' after an object key")?;
+            reader.skip_ws();
+            match key.as_ref() {
+                "code" => cmd.code = reader.int_field("code")?,
+                "version" => cmd.version = reader.int_field("version")?,
+                "opaque" => cmd.opaque = reader.int_field("opaque")?,
+                "flag" => cmd.flag = reader.int_field("flag")?,
+                "language" => cmd.language = reader.language()?,
+                "remark" => cmd.remark = reader.remark()?,
+                "extFields" => cmd.ext_fields = reader.ext_fields()?,
+                _ => reader.skip_value(0)?,
+            }
+            reader.skip_ws();
+            match reader.next_byte() {
+                Some(b',') => continue,
+                Some(b'}') => break,
+                _ => return Err(reader.error("expected ',' or '}' after a header field")),
+            }
+        }
+    }
+    reader.skip_ws();
+    if reader.pos != reader.buf.len() {
+        return Err(reader.error("unexpected bytes after the header object"));
+    }
+    Ok(cmd)
 }
 
-/// Appends `cmd`'s header as compact JSON.
+/// Appends `cmd`'s header as compact JSON with fastjson's key order (alphabetical):
+/// `code, extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version`.
 pub fn write(cmd: &RemotingCommand, out: &mut BytesMut) {
-    let _ = (cmd, out);
-    todo!("json header write")
+    out.reserve(128 + 32 * cmd.ext_fields.len());
+    out.put_slice(b"{\"code\":");
+    write_int(out, i64::from(cmd.code));
+    if !cmd.ext_fields.is_empty() {
+        out.put_slice(b",\"extFields\":{");
+        for (index, (key, value)) in cmd.ext_fields.iter().enumerate() {
+            if index > 0 {
+                out.put_u8(b',');
+            }
+            write_string(out, key);
+            out.put_u8(b':');
+            write_string(out, value);
+        }
+        out.put_u8(b'}');
+    }
+    out.put_slice(b",\"flag\":");
+    write_int(out, i64::from(cmd.flag));
+    out.put_slice(b",\"language\":");
+    write_string(out, cmd.language.name());
+    out.put_slice(b",\"opaque\":");
+    write_int(out, i64::from(cmd.opaque));
+    if let Some(remark) = &cmd.remark {
+        out.put_slice(b",\"remark\":");
+        write_string(out, remark);
+    }
+    out.put_slice(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    write_int(out, i64::from(cmd.version));
+    out.put_u8(b'}');
+}
+
+/// Appends a decimal integer without going through `fmt` (this runs for every response).
+fn write_int(out: &mut BytesMut, value: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        out.put_u8(b'-');
+    }
+    out.put_slice(&digits[at..]);
+}
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Appends `text` as a JSON string escaped the way fastjson 1.2 does it, so a header we
+/// write for a Java-shaped command is byte-identical to Java's: `"` and `\` with a
+/// backslash; BS, TAB, LF, FF, CR as `\b \t \n \f \r`; the other C0 controls, DEL and the
+/// C1 controls (U+007F..U+009F) and U+2028/U+2029 as `\uXXXX` with upper-case hex.
+pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
+    out.put_u8(b'"');
+    let bytes = text.as_bytes();
+    let mut clean_from = 0;
+    for (index, ch) in text.char_indices() {
+        let short = match ch {
+            '"' => Some(b'"'),
+            '\\' => Some(b'\\'),
+            '\u{8}' => Some(b'b'),
+            '\t' => Some(b't'),
+            '\n' => Some(b'n'),
+            '\u{c}' => Some(b'f'),
+            '\r' => Some(b'r'),
+            _ => None,
+        };
+        let needs_unicode =
+            matches!(ch, '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}');
+        if short.is_none() && !needs_unicode {
+            continue;
+        }
+        out.put_slice(&bytes[clean_from..index]);
+        clean_from = index + ch.len_utf8();
+        match short {
+            Some(letter) => {
+                out.put_u8(b'\\');
+                out.put_u8(letter);
+            }
+            None => {
+                let unit = ch as u32;
+                out.put_slice(b"\\u");
+                for shift in [12u32, 8, 4, 0] {
+                    out.put_u8(HEX_UPPER[((unit >> shift) & 0xF) as usize]);
+                }
+            }
+        }
+    }
+    out.put_slice(&bytes[clean_from..]);
+    out.put_u8(b'"');
+}
+
+/// A cursor over the header bytes. Every method bounds-checks through `peek`/`next_byte`,
+/// so no input can make it index out of range.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+/// A scalar JSON value as the extFields reader sees it.
+enum Scalar<'a> {
+    Text(Cow<'a, str>),
+    Null,
+}
+
+impl<'a> Reader<'a> {
+    fn error(&self, why: &str) -> HeaderDecodeError {
+        HeaderDecodeError::Json(format!("{why} at byte {} of {}", self.pos, self.buf.len()))
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    fn next_byte(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.pos += 1;
+        Some(byte)
+    }
+
+    fn expect(&mut self, want: u8, why: &str) -> Result<(), HeaderDecodeError> {
+        if self.peek() == Some(want) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error(why))
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// Consumes `word` (a JSON literal) or fails.
+    fn literal(&mut self, word: &[u8]) -> Result<(), HeaderDecodeError> {
+        if self.buf[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.error("invalid JSON literal"))
+        }
+    }
+
+    /// Reads a JSON string (the cursor is on its opening quote). Borrows from the input
+    /// when the string has no escapes.
+    fn string(&mut self) -> Result<Cow<'a, str>, HeaderDecodeError> {
+        self.expect(b'"', "expected a JSON string")?;
+        let start = self.pos;
+        // Fast scan: most header strings have no escapes at all.
+        loop {
+            match self.peek() {
+                None => return Err(self.error("unterminated JSON string")),
+                Some(b'"') => {
+                    let raw = &self.buf[start..self.pos];
+                    self.pos += 1;
+                    return std::str::from_utf8(raw)
+                        .map(Cow::Borrowed)
+                        .map_err(|_| self.error("JSON string is not valid UTF-8"));
+                }
+                Some(b'\\') => break,
+                Some(_) => self.pos += 1,
+            }
+        }
+        // Slow path: copy what we scanned, then decode escapes.
+        let mut text: Vec<u8> = Vec::with_capacity(self.pos - start + 16);
+        text.extend_from_slice(&self.buf[start..self.pos]);
+        loop {
+            match self.next_byte() {
+                None => return Err(self.error("unterminated JSON string")),
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    let escaped = match self.next_byte() {
+                        Some(b'"') => b'"',
+                        Some(b'\\') => b'\\',
+                        Some(b'/') => b'/',
+                        Some(b'b') => 0x08,
+                        Some(b'f') => 0x0c,
+                        Some(b'n') => b'\n',
+                        Some(b'r') => b'\r',
+                        Some(b't') => b'\t',
+                        Some(b'u') => {
+                            let ch = self.unicode_escape()?;
+                            let mut utf8 = [0u8; 4];
+                            text.extend_from_slice(ch.encode_utf8(&mut utf8).as_bytes());
+                            continue;
+                        }
+                        _ => return Err(self.error("invalid escape in JSON string")),
+                    };
+                    text.push(escaped);
+                }
+                // Raw control bytes are not strict JSON, but lenient peers emit them
+                // inside property strings; they carry no ambiguity, so keep them.
+                Some(byte) => text.push(byte),
+            }
+        }
+        String::from_utf8(text)
+            .map(Cow::Owned)
+            .map_err(|_| self.error("JSON string is not valid UTF-8"))
+    }
+
+    /// Decodes the `XXXX` after `\u` (and a following `\uXXXX` low surrogate when the first
+    /// is a high surrogate). A lone surrogate cannot live in a Rust string; Java would turn
+    /// it into `?` when encoding to UTF-8, we turn it into U+FFFD.
+    fn unicode_escape(&mut self) -> Result<char, HeaderDecodeError> {
+        let first = self.hex4()?;
+        if (0xD800..0xDC00).contains(&first) {
+            if self.buf[self.pos..].starts_with(b"\\u") {
+                let save = self.pos;
+                self.pos += 2;
+                let second = self.hex4()?;
+                if (0xDC00..0xE000).contains(&second) {
+                    let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                    return Ok(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                }
+                // Not a low surrogate: leave it to be decoded on its own.
+                self.pos = save;
+            }
+            return Ok('\u{FFFD}');
+        }
+        Ok(char::from_u32(first).unwrap_or('\u{FFFD}'))
+    }
+
+    fn hex4(&mut self) -> Result<u32, HeaderDecodeError> {
+        let mut value = 0u32;
+        for _ in 0..4 {
+            let digit = match self.next_byte() {
+                Some(b @ b'0'..=b'9') => b - b'0',
+                Some(b @ b'a'..=b'f') => b - b'a' + 10,
+                Some(b @ b'A'..=b'F') => b - b'A' + 10,
+                _ => return Err(self.error("invalid \\u escape in JSON string")),
+            };
+            value = value << 4 | u32::from(digit);
+        }
+        Ok(value)
+    }
+
+    /// Reads a JSON number and returns its text unchanged (validated against the JSON
+    /// number grammar).
+    fn number_text(&mut self) -> Result<&'a str, HeaderDecodeError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.skip_digits(),
+            _ => return Err(self.error("invalid JSON number")),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.error("invalid JSON number: no digit after '.'"));
+            }
+            self.skip_digits();
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.error("invalid JSON number: no digit in exponent"));
+            }
+            self.skip_digits();
+        }
+        // The bytes are all ASCII by construction.
+        std::str::from_utf8(&self.buf[start..self.pos])
+            .map_err(|_| self.error("invalid JSON number"))
+    }
+
+    fn skip_digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// `code`/`version`/`opaque`/`flag`: a JSON integer, the same integer quoted, or null
+    /// (= 0, as for a missing key).
+    fn int_field(&mut self, field: &str) -> Result<i32, HeaderDecodeError> {
+        let text: Cow<'a, str> = match self.peek() {
+            Some(b'"') => self.string()?,
+            Some(b'n') => {
+                self.literal(b"null")?;
+                return Ok(0);
+            }
+            _ => Cow::Borrowed(self.number_text()?),
+        };
+        let trimmed = text.trim();
+        trimmed.parse::<i32>().map_err(|_| {
+            HeaderDecodeError::Json(format!(
+                "header field {field} must be a 32-bit integer, found {trimmed:?} (before byte {})",
+                self.pos
+            ))
+        })
+    }
+
+    /// `language`: the enum name (unknown names are `OTHER`), or fastjson's ordinal.
+    fn language(&mut self) -> Result<LanguageCode, HeaderDecodeError> {
+        match self.peek() {
+            Some(b'"') => Ok(LanguageCode::from_name(&self.string()?)),
+            Some(b'n') => {
+                self.literal(b"null")?;
+                Ok(LanguageCode::Java)
+            }
+            _ => {
+                let text = self.number_text()?;
+                let ordinal = text.parse::<u8>().unwrap_or(u8::MAX);
+                Ok(LanguageCode::from_code(ordinal))
+            }
+        }
+    }
+
+    fn remark(&mut self) -> Result<Option<String>, HeaderDecodeError> {
+        match self.scalar()? {
+            Scalar::Text(text) => Ok(Some(text.into_owned())),
+            Scalar::Null => Ok(None),
+        }
+    }
+
+    /// A string, number (its text), boolean (`"true"`/`"false"`) or null.
+    fn scalar(&mut self) -> Result<Scalar<'a>, HeaderDecodeError> {
+        match self.peek() {
+            Some(b'"') => Ok(Scalar::Text(self.string()?)),
+            Some(b't') => {
+                self.literal(b"true")?;
+                Ok(Scalar::Text(Cow::Borrowed("true")))
+            }
+            Some(b'f') => {
+                self.literal(b"false")?;
+                Ok(Scalar::Text(Cow::Borrowed("false")))
+            }
+            Some(b'n') => {
+                self.literal(b"null")?;
+                Ok(Scalar::Null)
+            }
+            Some(b'-' | b'0'..=b'9') => Ok(Scalar::Text(Cow::Borrowed(self.number_text()?))),
+            _ => Err(self.error("expected a string, number, boolean or null")),
+        }
+    }
+
+    /// `extFields`: an object of scalars, or null (= absent).
+    fn ext_fields(&mut self) -> Result<ExtFields, HeaderDecodeError> {
+        if self.peek() == Some(b'n') {
+            self.literal(b"null")?;
+            return Ok(ExtFields::new());
+        }
+        self.expect(b'{', "extFields must be a JSON object")?;
+        let mut fields = ExtFields::with_capacity(EXT_FIELDS_CAPACITY);
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(fields);
+        }
+        loop {
+            self.skip_ws();
+            let key = self.string()?;
+            self.skip_ws();
+            self.expect(b':', "expected ':' after an extFields key")?;
+            self.skip_ws();
+            match self.scalar()? {
+                Scalar::Text(value) => fields.insert(key.into_owned(), value.into_owned()),
+                // JSON null is an absent value; a later duplicate null removes an earlier
+                // value, as putting null into Java's map would.
+                Scalar::Null => {
+                    fields.remove(&key);
+                }
+            }
+            self.skip_ws();
+            match self.next_byte() {
+                Some(b',') => continue,
+                Some(b'}') => return Ok(fields),
+                _ => return Err(self.error("expected ',' or '}' in extFields")),
+            }
+        }
+    }
+
+    /// Skips any JSON value; nesting is bounded by [`MAX_SKIP_DEPTH`].
+    fn skip_value(&mut self, depth: usize) -> Result<(), HeaderDecodeError> {
+        if depth > MAX_SKIP_DEPTH {
+            return Err(self.error("JSON nested too deeply"));
+        }
+        match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                self.skip_ws();
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws();
+                    self.string()?;
+                    self.skip_ws();
+                    self.expect(b':', "expected ':' after an object key")?;
+                    self.skip_ws();
+                    self.skip_value(depth + 1)?;
+                    self.skip_ws();
+                    match self.next_byte() {
+                        Some(b',') => continue,
+                        Some(b'}') => return Ok(()),
+                        _ => return Err(self.error("expected ',' or '}' in an object")),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                self.skip_ws();
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws();
+                    self.skip_value(depth + 1)?;
+                    self.skip_ws();
+                    match self.next_byte() {
+                        Some(b',') => continue,
+                        Some(b']') => return Ok(()),
+                        _ => return Err(self.error("expected ',' or ']' in an array")),
+                    }
+                }
+            }
+            _ => self.scalar().map(drop),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(cmd: &RemotingCommand) -> String {
+        let mut out = BytesMut::new();
+        write(cmd, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn spec_example_encodes_exactly() {
+        let mut cmd = RemotingCommand::request(105, 7).with_ext("topic", "TopicTest");
+        cmd.version = 481;
+        assert_eq!(
+            encode(&cmd),
+            r#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":481}"#
+        );
+    }
+
+    #[test]
+    fn spec_response_example_encodes_exactly() {
+        let mut cmd = RemotingCommand::request(0, 0);
+        cmd.flag = 1;
+        cmd.version = 403;
+        assert_eq!(
+            encode(&cmd),
+            r#"{"code":0,"flag":1,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":403}"#
+        );
+    }
+
+    #[test]
+    fn remark_is_written_only_when_present() {
+        let mut cmd = RemotingCommand::request(1, 2);
+        cmd.remark = Some(String::new());
+        assert!(encode(&cmd).contains(r#","remark":"","#));
+        cmd.remark = None;
+        assert!(!encode(&cmd).contains("remark"));
+    }
+
+    #[test]
+    fn escapes_like_fastjson() {
+        let mut out = BytesMut::new();
+        write_string(
+            &mut out,
+            "a\u{1}b\u{2}\"\\\n\t\u{b}\u{7f}\u{9f}\u{a0}é\u{2028}/\u{1F600}",
+        );
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "\"a\\u0001b\\u0002\\\"\\\\\\n\\t\\u000B\\u007F\\u009F\u{a0}é\\u2028/\u{1F600}\""
+        );
+    }
+
+    #[test]
+    fn negative_and_extreme_integers() {
+        let mut cmd = RemotingCommand::request(i32::MIN, i32::MAX);
+        cmd.flag = -1;
+        cmd.version = 0;
+        let text = encode(&cmd);
+        assert!(text.contains("\"code\":-2147483648"), "{text}");
+        assert!(text.contains("\"opaque\":2147483647"), "{text}");
+        let back = read(text.as_bytes()).unwrap();
+        assert_eq!(back.code, i32::MIN);
+        assert_eq!(back.opaque, i32::MAX);
+        assert_eq!(back.flag, -1);
+    }
+
+    #[test]
+    fn reads_go_shape() {
+        let cmd = read(
+            br#"{"code":310,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"a":"G","b":"T"}}"#,
+        )
+        .unwrap();
+        assert_eq!(cmd.code, 310);
+        assert_eq!(cmd.language, LanguageCode::Go);
+        assert_eq!(cmd.version, 317);
+        assert_eq!(cmd.opaque, 1);
+        assert_eq!(cmd.remark.as_deref(), Some(""));
+        assert_eq!(cmd.ext_fields.get("a"), Some("G"));
+        assert_eq!(cmd.ext_fields.get("b"), Some("T"));
+    }
+
+    #[test]
+    fn reads_cpp_shape_with_numbers_booleans_null_and_newline() {
+        let cmd = read(
+            b"{\"code\":310,\"extFields\":{\"AccessKey\":\"\",\"d\":4,\"e\":-1,\"g\":1.5e3,\"k\":false,\"m\":true,\"x\":null},\"flag\":0,\"language\":\"CPP\",\"opaque\":5,\"remark\":\"\",\"version\":333}\n",
+        )
+        .unwrap();
+        assert_eq!(cmd.language, LanguageCode::Cpp);
+        assert_eq!(cmd.ext_fields.get("AccessKey"), Some(""));
+        assert_eq!(cmd.ext_fields.get("d"), Some("4"));
+        assert_eq!(cmd.ext_fields.get("e"), Some("-1"));
+        assert_eq!(cmd.ext_fields.get("g"), Some("1.5e3"));
+        assert_eq!(cmd.ext_fields.get("k"), Some("false"));
+        assert_eq!(cmd.ext_fields.get("m"), Some("true"));
+        assert_eq!(cmd.ext_fields.get("x"), None);
+        assert_eq!(cmd.ext_fields.len(), 6);
+    }
+
+    #[test]
+    fn defaults_skips_unknown_and_accepts_quoted_numbers() {
+        let cmd = read(
+            br#" { "zz" : {"a":[1,2,{"b":null}],"c":"\""} , "opaque" : "-12", "language":"KLINGON", "code":null } "#,
+        )
+        .unwrap();
+        assert_eq!(cmd.code, 0);
+        assert_eq!(cmd.opaque, -12);
+        assert_eq!(cmd.version, 0);
+        assert_eq!(cmd.flag, 0);
+        assert_eq!(cmd.language, LanguageCode::Other);
+        assert!(cmd.remark.is_none());
+        assert!(cmd.ext_fields.is_empty());
+        assert!(read(b"{}").is_ok());
+    }
+
+    #[test]
+    fn string_escapes_and_surrogates() {
+        let cmd = read(
+            br#"{"remark":"a\u0001\u00e9\/\b\f\n\r\t\"\\\ud83d\ude00\ud800x\udc00","extFields":{"k\u0041":"v"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            cmd.remark.as_deref(),
+            Some("a\u{1}é/\u{8}\u{c}\n\r\t\"\\\u{1F600}\u{FFFD}x\u{FFFD}")
+        );
+        assert_eq!(cmd.ext_fields.get("kA"), Some("v"));
+    }
+
+    #[test]
+    fn malformed_inputs_are_typed_errors() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"[]",
+            b"{",
+            b"{\"code\"",
+            b"{\"code\":}",
+            b"{\"code\":1.5}",
+            b"{\"code\":99999999999}",
+            b"{\"code\":\"x\"}",
+            b"{\"code\":1,}",
+            b"{\"code\":1} x",
+            b"{\"extFields\":[]}",
+            b"{\"extFields\":{\"a\":{}}}",
+            b"{\"extFields\":{\"a\":[1]}}",
+            b"{\"remark\":\"\\x\"}",
+            b"{\"remark\":\"\\u12\"}",
+            b"{\"remark\":\"\xff\"}",
+            b"{\"remark\":tru}",
+            b"{\"remark\":-}",
+            b"{\"remark\":01}",
+        ];
+        for case in cases {
+            match read(case) {
+                Err(HeaderDecodeError::Json(_)) => {}
+                other => panic!("{:?} decoded to {other:?}", String::from_utf8_lossy(case)),
+            }
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let mut text = b"{\"x\":".to_vec();
+        text.extend(std::iter::repeat_n(b'[', 100_000));
+        assert!(matches!(read(&text), Err(HeaderDecodeError::Json(_))));
+    }
+
+    #[test]
+    fn duplicate_keys_last_wins() {
+        let cmd =
+            read(br#"{"code":1,"code":2,"extFields":{"a":"1","a":"2","b":"x","b":null}}"#).unwrap();
+        assert_eq!(cmd.code, 2);
+        assert_eq!(cmd.ext_fields.get("a"), Some("2"));
+        assert_eq!(cmd.ext_fields.get("b"), None);
+    }
+
+    /// Rough cost of the hot path; prints, asserts nothing about time.
+    #[test]
+    fn measure_send_v2_decode() {
+        let header = br#"{"code":310,"extFields":{"a":"please_rename_unique_group_name","b":"TopicTest","c":"TBW102","d":"4","e":"3","f":"0","g":"1700000000000","h":"0","i":"TAGS\u0001TagA\u0002KEYS\u0001OrderID188\u0002UNIQ_KEY\u00017F0000017A6418B4AAC2580000000000\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false","n":"broker-a"},"flag":0,"language":"JAVA","opaque":42,"serializeTypeCurrentRPC":"JSON","version":481}"#;
+        let rounds = 20_000u32;
+        let start = std::time::Instant::now();
+        let mut total = 0usize;
+        for _ in 0..rounds {
+            total += read(std::hint::black_box(header)).unwrap().ext_fields.len();
+        }
+        let per = start.elapsed() / rounds;
+        assert_eq!(total, 13 * rounds as usize);
+        eprintln!(
+            "SEND_MESSAGE_V2 JSON header decode: {per:?} per header ({} bytes)",
+            header.len()
+        );
+    }
 }

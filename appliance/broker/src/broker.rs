@@ -1,0 +1,403 @@
+//! Broker lifecycle: load `config/*.json`, open the store, listen on `listenPort` and the VIP
+//! port (`listenPort - 2`) through the runtime's Remoting server, register with the name
+//! servers, run housekeeping (offset persistence every `flushConsumerOffsetInterval`, client
+//! channel expiry every 10 s), and shut all of it down in order, persisting metadata last.
+//!
+//! Also the adapter from the runtime's request context/connection to the broker's
+//! runtime-independent [`RequestCtx`]/[`ClientChannel`].
+
+use std::cell::OnceCell;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ringmq_remoting::codes::ResponseCode;
+use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::server::{
+    Connection, Reply, RequestContext, RequestHandler, Response, Server, ServerConfig,
+};
+
+use crate::config::BrokerConfig;
+use crate::context::{BrokerContext, ClientChannel, Deferred, Handled, RequestCtx};
+use crate::metadata::consumer_offset::ConsumerOffsetManager;
+use crate::metadata::delay_offset::DelayOffsetManager;
+use crate::metadata::subscription_group::SubscriptionGroupManager;
+use crate::metadata::topic_config::TopicConfigManager;
+use crate::register::Registrar;
+use crate::schedule::ScheduleMessageService;
+use crate::store_api::BrokerStore;
+
+/// Why the broker could not start.
+#[derive(Debug)]
+pub enum BrokerError {
+    /// A setting the broker cannot run with.
+    Config(String),
+    /// A `config/*.json` file that cannot be read (neither it nor its `.bak`).
+    Metadata(String),
+    /// The message store failed to open or recover.
+    Store(String),
+    /// A listener could not be bound.
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for BrokerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Config(m) => write!(f, "broker config: {m}"),
+            Self::Metadata(m) => write!(f, "broker metadata: {m}"),
+            Self::Store(m) => write!(f, "message store: {m}"),
+            Self::Listen { addr, source } => {
+                write!(
+                    f,
+                    "cannot listen on {addr}: {source} (is another broker running on this port?)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for BrokerError {}
+
+/// A running broker.
+pub struct Broker {
+    ctx: Arc<BrokerContext>,
+    servers: Vec<Server>,
+    local_addr: SocketAddr,
+    registrar: Option<Registrar>,
+    schedule: Option<ScheduleMessageService>,
+    housekeeping: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+impl Broker {
+    /// Starts a broker with the store its config describes.
+    pub fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        Self::start_with_store(config, None)
+    }
+
+    /// Starts a broker; `store` overrides the configured store (tests, embedding).
+    pub fn start_with_store(
+        mut config: BrokerConfig,
+        store: Option<Arc<dyn BrokerStore>>,
+    ) -> Result<Broker, BrokerError> {
+        config.delay_levels_ms().map_err(BrokerError::Config)?;
+        std::fs::create_dir_all(config.config_dir()).map_err(|e| {
+            BrokerError::Metadata(format!(
+                "cannot create {}: {e}",
+                config.config_dir().display()
+            ))
+        })?;
+        let bind_ip: IpAddr = config.bind_address.parse().map_err(|_| {
+            BrokerError::Config(format!(
+                "bindAddress {:?} is not an IP address",
+                config.bind_address
+            ))
+        })?;
+        let network_cores =
+            parse_cores(&config.ringmq_network_cores).map_err(BrokerError::Config)?;
+
+        // The handler exists before the context so the listener can be bound first and the
+        // real port (listenPort=0 in tests) written into STOREHOST and the registration.
+        let slot: Arc<OnceLock<Arc<BrokerContext>>> = Arc::new(OnceLock::new());
+        let handler: Arc<dyn RequestHandler> = Arc::new(BrokerHandler { ctx: slot.clone() });
+        let configured_port = config.listen_port;
+        let main_addr = SocketAddr::new(bind_ip, configured_port);
+        let server_config = |addr: SocketAddr, name: &str| {
+            let mut sc = ServerConfig::new(addr, name);
+            if let Some(cores) = &network_cores {
+                sc.network_cores = cores.clone();
+            }
+            sc.idle_timeout_ms = config.channel_expired_timeout_ms;
+            sc
+        };
+        let main = Server::start(server_config(main_addr, "broker"), handler.clone()).map_err(
+            |source| BrokerError::Listen {
+                addr: main_addr,
+                source,
+            },
+        )?;
+        let local_addr = main.local_addr();
+        config.listen_port = local_addr.port();
+        let mut servers = vec![main];
+        if configured_port > 2 {
+            let vip_addr = SocketAddr::new(bind_ip, configured_port - 2);
+            match Server::start(server_config(vip_addr, "broker-vip"), handler.clone()) {
+                Ok(vip) => servers.push(vip),
+                Err(source) => {
+                    for s in servers {
+                        s.shutdown();
+                    }
+                    return Err(BrokerError::Listen {
+                        addr: vip_addr,
+                        source,
+                    });
+                }
+            }
+        }
+
+        let loaded = (|| -> Result<_, String> {
+            Ok((
+                TopicConfigManager::load(&config)?,
+                SubscriptionGroupManager::load(&config)?,
+                ConsumerOffsetManager::load(&config.config_dir())?,
+                DelayOffsetManager::load(&config.config_dir())?,
+            ))
+        })();
+        let (topics, groups, offsets, delay_offsets) = match loaded {
+            Ok(m) => m,
+            Err(e) => {
+                for s in servers {
+                    s.shutdown();
+                }
+                return Err(BrokerError::Metadata(e));
+            }
+        };
+        let store = match store {
+            Some(s) => s,
+            None => match crate::disk_store::DiskStore::open(&config) {
+                Ok(s) => Arc::new(s) as Arc<dyn BrokerStore>,
+                Err(e) => {
+                    for s in servers {
+                        s.shutdown();
+                    }
+                    return Err(BrokerError::Store(e));
+                }
+            },
+        };
+        let ctx = BrokerContext::new(config, topics, groups, offsets, delay_offsets, store);
+        let store_for_hold = ctx.store.clone();
+        ctx.hold.start(Box::new(move |topic, queue_id| {
+            store_for_hold.max_offset_in_queue(topic, queue_id)
+        }));
+        let _ = slot.set(ctx.clone());
+
+        let schedule = if ctx.config.is_master() {
+            let svc = ScheduleMessageService::new(ctx.clone());
+            match svc.start() {
+                Ok(()) => Some(svc),
+                Err(e) => {
+                    tracing::error!("delay-level delivery not started: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let registrar = Registrar::start(ctx.clone());
+        let trigger = registrar.trigger();
+        ctx.topics.set_on_change(Box::new(trigger));
+        let housekeeping = start_housekeeping(ctx.clone());
+        tracing::info!(
+            broker = ctx.config.broker_name,
+            cluster = ctx.config.broker_cluster_name,
+            addr = %local_addr,
+            store_host = %ctx.store_host,
+            "broker started"
+        );
+        Ok(Broker {
+            ctx,
+            servers,
+            local_addr,
+            registrar: Some(registrar),
+            schedule,
+            housekeeping: Some(housekeeping),
+        })
+    }
+
+    /// The address the main listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn context(&self) -> &Arc<BrokerContext> {
+        &self.ctx
+    }
+
+    /// Unregisters, stops accepting, answers parked pulls, persists metadata, closes the store.
+    pub fn shutdown(mut self) {
+        tracing::info!(broker = self.ctx.config.broker_name, "broker shutting down");
+        if let Some(r) = self.registrar.take() {
+            r.stop();
+        }
+        self.ctx.hold.stop();
+        for s in self.servers.drain(..) {
+            s.shutdown();
+        }
+        if let Some(svc) = self.schedule.take() {
+            svc.stop();
+        }
+        if let Some((stop, handle)) = self.housekeeping.take() {
+            stop.store(true, Ordering::Release);
+            let _ = handle.join();
+        }
+        persist_all(&self.ctx);
+        self.ctx.store.shutdown();
+        tracing::info!(broker = self.ctx.config.broker_name, "broker stopped");
+    }
+}
+
+fn persist_all(ctx: &BrokerContext) {
+    if let Err(e) = ctx.offsets.persist() {
+        tracing::error!("cannot persist consumerOffset.json: {e}");
+    }
+    if let Err(e) = ctx.delay_offsets.persist() {
+        tracing::error!("cannot persist delayOffset.json: {e}");
+    }
+    if let Err(e) = ctx.topics.persist() {
+        tracing::error!("cannot persist topics.json: {e}");
+    }
+    if let Err(e) = ctx.groups.persist() {
+        tracing::error!("cannot persist subscriptionGroup.json: {e}");
+    }
+}
+
+/// Channel expiry scan period (upstream ClientHousekeepingService).
+const EXPIRY_SCAN_MS: u64 = 10_000;
+/// delayOffset.json persistence period (`flushDelayOffsetInterval`).
+const DELAY_OFFSET_FLUSH_MS: u64 = 10_000;
+
+fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("ringmq-housekeeping".into())
+        .spawn(move || {
+            let offset_period = Duration::from_millis(
+                ctx.config
+                    .flush_consumer_offset_interval_ms
+                    .clamp(100, 600_000),
+            );
+            let (mut last_offsets, mut last_scan, mut last_delay) =
+                (Instant::now(), Instant::now(), Instant::now());
+            while !stop2.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(50));
+                if last_offsets.elapsed() >= offset_period {
+                    last_offsets = Instant::now();
+                    if let Err(e) = ctx.offsets.persist() {
+                        tracing::error!("cannot persist consumerOffset.json: {e}; will retry");
+                    }
+                }
+                if last_delay.elapsed() >= Duration::from_millis(DELAY_OFFSET_FLUSH_MS) {
+                    last_delay = Instant::now();
+                    if let Err(e) = ctx.delay_offsets.persist() {
+                        tracing::error!("cannot persist delayOffset.json: {e}; will retry");
+                    }
+                }
+                if last_scan.elapsed() >= Duration::from_millis(EXPIRY_SCAN_MS) {
+                    last_scan = Instant::now();
+                    ctx.scan_expired_channels();
+                }
+            }
+        })
+        .expect("spawn the housekeeping thread");
+    (stop, handle)
+}
+
+fn parse_cores(text: &str) -> Result<Option<Vec<usize>>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.split(',')
+        .map(|c| {
+            c.trim().parse::<usize>().map_err(|_| {
+                format!("ringmq.cores.network {text:?} must be comma-separated core ids")
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The runtime-facing handler: hands requests to the context once it exists.
+struct BrokerHandler {
+    ctx: Arc<OnceLock<Arc<BrokerContext>>>,
+}
+
+impl RequestHandler for BrokerHandler {
+    fn handle(&self, request: RemotingCommand, rc: &RequestContext) -> Reply {
+        if request.is_response() {
+            // A client answering a broker-initiated request we sent oneway: nothing to do.
+            return Reply::Nothing;
+        }
+        let Some(ctx) = self.ctx.get() else {
+            return Reply::Now(
+                request
+                    .response_to(
+                        ResponseCode::SystemBusy.code(),
+                        Some("broker is starting, try again".to_string()),
+                    )
+                    .into(),
+            );
+        };
+        let adapter = RuntimeCtx {
+            rc,
+            channel: OnceCell::new(),
+        };
+        match ctx.dispatch(request, &adapter) {
+            Handled::Now(r) => Reply::Now(Response {
+                command: r.command,
+                extra_body: r.extra_body,
+            }),
+            Handled::Later => Reply::Later,
+            Handled::Nothing => Reply::Nothing,
+        }
+    }
+
+    fn on_close(&self, conn: &Connection) {
+        if let Some(ctx) = self.ctx.get() {
+            ctx.on_channel_closed(conn.id());
+        }
+    }
+}
+
+struct RuntimeCtx<'a> {
+    rc: &'a RequestContext,
+    /// Built on first use only: sends and pulls need just the peer address.
+    channel: OnceCell<Arc<dyn ClientChannel>>,
+}
+
+impl RequestCtx for RuntimeCtx<'_> {
+    fn peer_addr(&self) -> SocketAddr {
+        self.rc.connection().peer_addr()
+    }
+    fn channel_id(&self) -> u64 {
+        self.rc.connection().id()
+    }
+    fn channel(&self) -> &Arc<dyn ClientChannel> {
+        self.channel
+            .get_or_init(|| Arc::new(RuntimeChannel(self.rc.connection().clone())))
+    }
+    fn defer(&self) -> Deferred {
+        let responder = self.rc.responder();
+        Box::new(move |r| {
+            responder.respond(Response {
+                command: r.command,
+                extra_body: r.extra_body,
+            })
+        })
+    }
+}
+
+struct RuntimeChannel(Connection);
+
+impl ClientChannel for RuntimeChannel {
+    fn id(&self) -> u64 {
+        self.0.id()
+    }
+    fn peer_addr(&self) -> SocketAddr {
+        self.0.peer_addr()
+    }
+    fn is_alive(&self) -> bool {
+        self.0.is_alive()
+    }
+    fn send_oneway(&self, command: RemotingCommand) -> bool {
+        self.0.send_oneway(command)
+    }
+    fn close(&self) {
+        self.0.close()
+    }
+}

@@ -1,0 +1,112 @@
+//! Delay-level progress (`config/delayOffset.json`): for each delay level, the next
+//! `SCHEDULE_TOPIC_XXXX` consume-queue offset the schedule service will deliver. Written by the
+//! schedule module through this manager; format `{"offsetTable":{1:0,2:5,…}}` with bare keys.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::persist::{self, DataVersion};
+
+pub struct DelayOffsetManager {
+    path: Option<PathBuf>,
+    table: Mutex<BTreeMap<i32, i64>>,
+    data_version: Mutex<DataVersion>,
+}
+
+impl DelayOffsetManager {
+    pub fn new(path: Option<PathBuf>) -> Self {
+        Self {
+            path,
+            table: Mutex::new(BTreeMap::new()),
+            data_version: Mutex::new(DataVersion::default()),
+        }
+    }
+
+    pub fn load(config_dir: &Path) -> Result<Self, String> {
+        let path = config_dir.join("delayOffset.json");
+        let manager = Self::new(Some(path.clone()));
+        let parsed = persist::read_config_file(&path, |text| {
+            serde_json::from_str::<serde_json::Value>(&persist::fastjson_to_standard(text))
+                .map_err(|e| e.to_string())
+        })?;
+        if let Some(v) = parsed {
+            if let Some(table) = v.get("offsetTable").and_then(|t| t.as_object()) {
+                let mut t = manager.table.lock().unwrap();
+                for (level, off) in table {
+                    if let (Ok(l), Some(o)) = (level.parse::<i32>(), off.as_i64()) {
+                        t.insert(l, o);
+                    }
+                }
+            }
+            if let Some(dv) = v
+                .get("dataVersion")
+                .and_then(|d| serde_json::from_value(d.clone()).ok())
+            {
+                *manager.data_version.lock().unwrap() = dv;
+            }
+        }
+        Ok(manager)
+    }
+
+    pub fn offset(&self, level: i32) -> Option<i64> {
+        self.table.lock().unwrap().get(&level).copied()
+    }
+
+    pub fn update(&self, level: i32, offset: i64) {
+        self.table.lock().unwrap().insert(level, offset);
+    }
+
+    pub fn all(&self) -> BTreeMap<i32, i64> {
+        self.table.lock().unwrap().clone()
+    }
+
+    /// File body (also `GET_ALL_DELAY_OFFSET`'s): fastjson dialect, bare level keys.
+    pub fn encode(&self) -> String {
+        let mut out = format!(
+            "{{\"dataVersion\":{},\"offsetTable\":{{",
+            self.data_version.lock().unwrap().to_json()
+        );
+        for (i, (level, off)) in self.table.lock().unwrap().iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{level}:{off}");
+        }
+        out.push_str("}}");
+        out
+    }
+
+    pub fn persist(&self) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        self.data_version.lock().unwrap().next_version();
+        persist::write_config_file(path, &self.encode())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_java_shape() {
+        let dir = std::env::temp_dir().join(format!("ringmq-delay-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("delayOffset.json"),
+            "{\n\t\"offsetTable\":{1:5,3:12\n\t}\n}",
+        )
+        .unwrap();
+        let m = DelayOffsetManager::load(&dir).unwrap();
+        assert_eq!(m.offset(3), Some(12));
+        m.update(2, 9);
+        m.persist().unwrap();
+        let text = std::fs::read_to_string(dir.join("delayOffset.json")).unwrap();
+        assert!(text.contains("\"offsetTable\":{1:5,2:9,3:12}"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

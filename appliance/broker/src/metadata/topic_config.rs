@@ -1,0 +1,612 @@
+//! The topic table (`config/topics.json`): topic configs, the system topics every broker
+//! creates, auto-creation from the `TBW102` template on send, retry/DLQ topic creation, topic
+//! name validation, and the `dataVersion` the name-server registration carries.
+//!
+//! Reads happen on every send and pull, writes rarely: readers clone an `Arc` snapshot under a
+//! read lock held only for that clone, writers copy the map and swap it in.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::BrokerConfig;
+use crate::persist::{self, DataVersion};
+
+pub const PERM_PRIORITY: u32 = 8;
+pub const PERM_READ: u32 = 4;
+pub const PERM_WRITE: u32 = 2;
+pub const PERM_INHERIT: u32 = 1;
+
+pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+pub const SCHEDULE_TOPIC_QUEUE_NUMS: u32 = 18;
+pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+pub const TRANS_CHECK_MAX_TIME_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
+pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
+pub const OFFSET_MOVED_EVENT_TOPIC: &str = "OFFSET_MOVED_EVENT";
+pub const ROCKSDB_OFFSET_TOPIC: &str = "CHECKPOINT_TOPIC";
+pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+pub const TOPIC_MAX_LENGTH: usize = 127;
+pub const RETRY_OR_DLQ_TOPIC_MAX_LENGTH: usize = 255;
+/// Queues of the POP revive topic (`reviveQueueNum`).
+const REVIVE_QUEUE_NUMS: u32 = 8;
+
+/// Topics clients may never send to directly.
+const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    SELF_TEST_TOPIC,
+    OFFSET_MOVED_EVENT_TOPIC,
+];
+
+const FIXED_SYSTEM_TOPICS: [&str; 10] = [
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    SCHEDULE_TOPIC,
+    BENCHMARK_TOPIC,
+    TRANS_HALF_TOPIC,
+    "RMQ_SYS_TRACE_TOPIC",
+    TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    SELF_TEST_TOPIC,
+    OFFSET_MOVED_EVENT_TOPIC,
+    ROCKSDB_OFFSET_TOPIC,
+];
+
+/// `TopicConfig` as stored in `topics.json` and sent to name servers (fields in fastjson's
+/// alphabetical order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicConfig {
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+    #[serde(default)]
+    pub order: bool,
+    #[serde(default = "default_perm")]
+    pub perm: u32,
+    #[serde(default = "default_queue_nums")]
+    pub read_queue_nums: u32,
+    #[serde(default = "default_filter_type")]
+    pub topic_filter_type: String,
+    pub topic_name: String,
+    #[serde(default)]
+    pub topic_sys_flag: u32,
+    #[serde(default = "default_queue_nums")]
+    pub write_queue_nums: u32,
+}
+
+fn default_perm() -> u32 {
+    PERM_READ | PERM_WRITE
+}
+fn default_queue_nums() -> u32 {
+    16
+}
+fn default_filter_type() -> String {
+    "SINGLE_TAG".to_string()
+}
+
+impl TopicConfig {
+    /// Upstream's defaults: 16 read and write queues, read+write, single tag.
+    pub fn new(topic_name: impl Into<String>) -> Self {
+        Self {
+            attributes: BTreeMap::new(),
+            order: false,
+            perm: default_perm(),
+            read_queue_nums: default_queue_nums(),
+            topic_filter_type: default_filter_type(),
+            topic_name: topic_name.into(),
+            topic_sys_flag: 0,
+            write_queue_nums: default_queue_nums(),
+        }
+    }
+
+    pub fn with_queues(mut self, read: u32, write: u32) -> Self {
+        self.read_queue_nums = read;
+        self.write_queue_nums = write;
+        self
+    }
+
+    pub fn with_perm(mut self, perm: u32) -> Self {
+        self.perm = perm;
+        self
+    }
+
+    pub fn is_readable(&self) -> bool {
+        self.perm & PERM_READ != 0
+    }
+    pub fn is_writeable(&self) -> bool {
+        self.perm & PERM_WRITE != 0
+    }
+    pub fn is_inherited(&self) -> bool {
+        self.perm & PERM_INHERIT != 0
+    }
+    pub fn is_multi_tag(&self) -> bool {
+        self.topic_filter_type == "MULTI_TAG"
+    }
+    /// Queue ids 0..this are valid targets (upstream: `max(read, write)`).
+    pub fn max_queue_nums(&self) -> u32 {
+        self.read_queue_nums.max(self.write_queue_nums)
+    }
+}
+
+/// Why a topic name is refused, as the client should read it.
+pub fn validate_topic(topic: &str) -> Result<(), String> {
+    if topic.trim().is_empty() {
+        return Err("The specified topic is blank.".to_string());
+    }
+    if !is_valid_name(topic) {
+        return Err(format!(
+            "The specified topic: {topic}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    if is_retry_or_dlq_topic(topic) {
+        if topic.len() > RETRY_OR_DLQ_TOPIC_MAX_LENGTH {
+            return Err(format!(
+                "The specified topic is DLQ or Retry topic: {topic}, and it's longer than topic max length: {RETRY_OR_DLQ_TOPIC_MAX_LENGTH}"
+            ));
+        }
+    } else if topic.len() > TOPIC_MAX_LENGTH {
+        return Err(format!(
+            "The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
+        ));
+    }
+    Ok(())
+}
+
+/// Group names: same charset as topics, at most 120 characters.
+pub fn validate_group(group: &str) -> Result<(), String> {
+    if group.trim().is_empty() {
+        return Err("The specified group is blank.".to_string());
+    }
+    if !is_valid_name(group) {
+        return Err(format!(
+            "The specified group: {group}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    if group.len() > 120 {
+        return Err(format!(
+            "The specified group: {group}, is longer than group max length: 120"
+        ));
+    }
+    Ok(())
+}
+
+fn is_valid_name(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'-' | b'_' | b'|'))
+}
+
+pub fn is_retry_or_dlq_topic(topic: &str) -> bool {
+    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
+}
+
+pub fn is_not_allowed_send_topic(topic: &str) -> bool {
+    NOT_ALLOWED_SEND_TOPICS.contains(&topic)
+}
+
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// On-disk and registration shape: `{"dataVersion":…,"topicConfigTable":{name:TopicConfig}}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicConfigSerializeWrapper {
+    #[serde(default)]
+    pub data_version: DataVersion,
+    #[serde(default)]
+    pub topic_config_table: BTreeMap<String, TopicConfig>,
+}
+
+type Listener = Box<dyn Fn() + Send + Sync>;
+
+/// The broker's topic table.
+pub struct TopicConfigManager {
+    path: Option<PathBuf>,
+    table: RwLock<Arc<HashMap<String, Arc<TopicConfig>>>>,
+    data_version: Mutex<DataVersion>,
+    system_topics: Vec<String>,
+    /// Called after each change (the broker re-registers with name servers).
+    on_change: RwLock<Option<Listener>>,
+}
+
+/// What `create_topic_in_send` decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AutoCreate {
+    Existing(Arc<TopicConfig>),
+    Created(Arc<TopicConfig>),
+    /// Template missing or not inheritable, or auto-create off: answer TOPIC_NOT_EXIST.
+    NotAllowed(String),
+}
+
+impl TopicConfigManager {
+    /// An in-memory table with the system topics `config` asks for; `path` = where to persist
+    /// (`None` in unit tests).
+    pub fn new(config: &BrokerConfig, path: Option<PathBuf>) -> Self {
+        let mut table = HashMap::new();
+        let mut system_topics: Vec<String> =
+            FIXED_SYSTEM_TOPICS.iter().map(|s| s.to_string()).collect();
+        let mut put = |tc: TopicConfig, sys: &mut Vec<String>| {
+            if !sys.contains(&tc.topic_name) {
+                sys.push(tc.topic_name.clone());
+            }
+            table.insert(tc.topic_name.clone(), Arc::new(tc));
+        };
+        put(
+            TopicConfig::new(SELF_TEST_TOPIC).with_queues(1, 1),
+            &mut system_topics,
+        );
+        if config.auto_create_topic_enable {
+            let n = config.default_topic_queue_nums;
+            put(
+                TopicConfig::new(AUTO_CREATE_TOPIC_KEY_TOPIC)
+                    .with_queues(n, n)
+                    .with_perm(PERM_INHERIT | PERM_READ | PERM_WRITE),
+                &mut system_topics,
+            );
+        }
+        put(
+            TopicConfig::new(BENCHMARK_TOPIC).with_queues(1024, 1024),
+            &mut system_topics,
+        );
+        let cluster_perm = if config.cluster_topic_enable {
+            PERM_INHERIT | PERM_READ | PERM_WRITE
+        } else {
+            PERM_INHERIT
+        };
+        put(
+            TopicConfig::new(config.broker_cluster_name.clone()).with_perm(cluster_perm),
+            &mut system_topics,
+        );
+        let broker_perm = if config.broker_topic_enable {
+            PERM_INHERIT | PERM_READ | PERM_WRITE
+        } else {
+            PERM_INHERIT
+        };
+        put(
+            TopicConfig::new(config.broker_name.clone())
+                .with_queues(1, 1)
+                .with_perm(broker_perm),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(OFFSET_MOVED_EVENT_TOPIC).with_queues(1, 1),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(SCHEDULE_TOPIC)
+                .with_queues(SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
+            &mut system_topics,
+        );
+        if config.trace_topic_enable {
+            put(
+                TopicConfig::new(config.msg_trace_topic_name.clone()).with_queues(1, 1),
+                &mut system_topics,
+            );
+        }
+        put(
+            TopicConfig::new(format!("{}_REPLY_TOPIC", config.broker_cluster_name))
+                .with_queues(1, 1),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(format!("rmq_sys_REVIVE_LOG_{}", config.broker_cluster_name))
+                .with_queues(REVIVE_QUEUE_NUMS, REVIVE_QUEUE_NUMS),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(format!("rmq_sys_SYNC_BROKER_MEMBER_{}", config.broker_name))
+                .with_queues(1, 1)
+                .with_perm(PERM_INHERIT),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(TRANS_HALF_TOPIC).with_queues(1, 1),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(TRANS_OP_HALF_TOPIC).with_queues(1, 1),
+            &mut system_topics,
+        );
+        put(
+            TopicConfig::new(TIMER_TOPIC).with_queues(1, 1),
+            &mut system_topics,
+        );
+        Self {
+            path,
+            table: RwLock::new(Arc::new(table)),
+            data_version: Mutex::new(DataVersion::default()),
+            system_topics,
+            on_change: RwLock::new(None),
+        }
+    }
+
+    /// Builds the table and overlays `<config dir>/topics.json` (or its `.bak`).
+    pub fn load(config: &BrokerConfig) -> Result<Self, String> {
+        let path = config.config_dir().join("topics.json");
+        let manager = Self::new(config, Some(path.clone()));
+        let parsed = persist::read_config_file(&path, |text| {
+            serde_json::from_str::<TopicConfigSerializeWrapper>(&persist::fastjson_to_standard(
+                text,
+            ))
+            .map_err(|e| e.to_string())
+        })?;
+        if let Some(wrapper) = parsed {
+            let mut table = (**manager.table.read().unwrap()).clone();
+            for (name, mut tc) in wrapper.topic_config_table {
+                if tc.topic_name.is_empty() {
+                    tc.topic_name = name.clone();
+                }
+                table.insert(name, Arc::new(tc));
+            }
+            *manager.table.write().unwrap() = Arc::new(table);
+            *manager.data_version.lock().unwrap() = wrapper.data_version;
+        }
+        Ok(manager)
+    }
+
+    pub fn set_on_change(&self, listener: Listener) {
+        *self.on_change.write().unwrap() = Some(listener);
+    }
+
+    pub fn select(&self, topic: &str) -> Option<Arc<TopicConfig>> {
+        self.table.read().unwrap().get(topic).cloned()
+    }
+
+    pub fn is_system_topic(&self, topic: &str) -> bool {
+        topic.starts_with(SYSTEM_TOPIC_PREFIX) || self.system_topics.iter().any(|t| t == topic)
+    }
+
+    pub fn topic_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.table.read().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    pub fn data_version(&self) -> DataVersion {
+        *self.data_version.lock().unwrap()
+    }
+
+    /// The whole table as the registration body / `topics.json` wants it.
+    pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        let table = self.table.read().unwrap().clone();
+        TopicConfigSerializeWrapper {
+            data_version: self.data_version(),
+            topic_config_table: table
+                .iter()
+                .map(|(k, v)| (k.clone(), (**v).clone()))
+                .collect(),
+        }
+    }
+
+    /// Inserts or replaces a topic, bumps the data version, persists and notifies.
+    pub fn update(&self, tc: TopicConfig) -> Arc<TopicConfig> {
+        let tc = Arc::new(tc);
+        {
+            let mut guard = self.table.write().unwrap();
+            let mut table = (**guard).clone();
+            table.insert(tc.topic_name.clone(), tc.clone());
+            *guard = Arc::new(table);
+        }
+        self.changed();
+        tc
+    }
+
+    pub fn delete(&self, topic: &str) -> bool {
+        let removed = {
+            let mut guard = self.table.write().unwrap();
+            if !guard.contains_key(topic) {
+                return false;
+            }
+            let mut table = (**guard).clone();
+            table.remove(topic);
+            *guard = Arc::new(table);
+            true
+        };
+        self.changed();
+        removed
+    }
+
+    fn changed(&self) {
+        self.data_version.lock().unwrap().next_version();
+        if let Err(e) = self.persist() {
+            tracing::error!("cannot persist topics.json: {e}; the change lives in memory only");
+        }
+        if let Some(listener) = self.on_change.read().unwrap().as_ref() {
+            listener();
+        }
+    }
+
+    pub fn persist(&self) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let json = serde_json::to_string_pretty(&self.wrapper()).map_err(std::io::Error::other)?;
+        persist::write_config_file(path, &json)
+    }
+
+    /// Send-path auto-creation (`createTopicInSendMessageMethod`): an unknown topic is created
+    /// from `default_topic` when that template exists with the INHERIT perm (TBW102 only while
+    /// `autoCreateTopicEnable`).
+    pub fn create_topic_in_send(
+        &self,
+        config: &BrokerConfig,
+        topic: &str,
+        default_topic: &str,
+        client_queue_nums: u32,
+        topic_sys_flag: u32,
+    ) -> AutoCreate {
+        if let Some(tc) = self.select(topic) {
+            return AutoCreate::Existing(tc);
+        }
+        if is_retry_or_dlq_topic(topic) {
+            let tc = TopicConfig::new(topic).with_queues(1, 1);
+            return AutoCreate::Created(self.create_if_absent(tc));
+        }
+        let Some(template) = self.select(default_topic) else {
+            return AutoCreate::NotAllowed(format!(
+                "topic[{topic}] not exist, apply first please! (the default topic {default_topic} does not exist)"
+            ));
+        };
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !config.auto_create_topic_enable {
+            return AutoCreate::NotAllowed(format!(
+                "topic[{topic}] not exist, apply first please! (autoCreateTopicEnable=false)"
+            ));
+        }
+        if !template.is_inherited() {
+            return AutoCreate::NotAllowed(format!(
+                "topic[{topic}] not exist, apply first please! (default topic {default_topic} has no inherit permission)"
+            ));
+        }
+        let queues = client_queue_nums.min(template.write_queue_nums).max(1);
+        let mut tc = TopicConfig::new(topic)
+            .with_queues(queues, queues)
+            .with_perm(template.perm & !PERM_INHERIT);
+        tc.topic_sys_flag = topic_sys_flag;
+        tc.topic_filter_type = template.topic_filter_type.clone();
+        tracing::info!(
+            topic,
+            default_topic,
+            queues,
+            "auto-created topic from template"
+        );
+        AutoCreate::Created(self.create_if_absent(tc))
+    }
+
+    /// Retry / DLQ topics created on heartbeat or send-back with `queue_nums` queues.
+    pub fn create_topic_of_retry(
+        &self,
+        topic: &str,
+        queue_nums: u32,
+        perm: u32,
+    ) -> Arc<TopicConfig> {
+        if let Some(tc) = self.select(topic) {
+            return tc;
+        }
+        self.create_if_absent(
+            TopicConfig::new(topic)
+                .with_queues(queue_nums, queue_nums)
+                .with_perm(perm),
+        )
+    }
+
+    fn create_if_absent(&self, tc: TopicConfig) -> Arc<TopicConfig> {
+        let created = {
+            let mut guard = self.table.write().unwrap();
+            if let Some(existing) = guard.get(&tc.topic_name) {
+                return existing.clone();
+            }
+            let tc = Arc::new(tc);
+            let mut table = (**guard).clone();
+            table.insert(tc.topic_name.clone(), tc.clone());
+            *guard = Arc::new(table);
+            tc
+        };
+        self.changed();
+        created
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> BrokerConfig {
+        BrokerConfig {
+            broker_name: "broker-a".into(),
+            ..BrokerConfig::default()
+        }
+    }
+
+    #[test]
+    fn system_topics_exist_with_rocketmq_shapes() {
+        let m = TopicConfigManager::new(&config(), None);
+        let tbw = m.select("TBW102").unwrap();
+        assert_eq!(tbw.perm, 7);
+        assert_eq!(tbw.write_queue_nums, 8);
+        assert_eq!(m.select(SCHEDULE_TOPIC).unwrap().read_queue_nums, 18);
+        assert!(m.select("DefaultCluster").is_some());
+        assert!(m.select("broker-a").is_some());
+        assert!(m.select(SELF_TEST_TOPIC).is_some());
+        assert!(m.select(TRANS_HALF_TOPIC).is_some());
+        assert!(m.is_system_topic("TBW102"));
+        assert!(m.is_system_topic("rmq_sys_anything"));
+        assert!(!m.is_system_topic("UserTopic"));
+    }
+
+    #[test]
+    fn auto_create_from_template() {
+        let c = config();
+        let m = TopicConfigManager::new(&c, None);
+        let AutoCreate::Created(tc) = m.create_topic_in_send(&c, "NewTopic", "TBW102", 4, 0) else {
+            panic!("should create")
+        };
+        assert_eq!(
+            (tc.read_queue_nums, tc.write_queue_nums, tc.perm),
+            (4, 4, 6)
+        );
+        assert!(matches!(
+            m.create_topic_in_send(&c, "NewTopic", "TBW102", 4, 0),
+            AutoCreate::Existing(_)
+        ));
+        assert!(matches!(
+            m.create_topic_in_send(&c, "T2", "NoSuchTemplate", 4, 0),
+            AutoCreate::NotAllowed(_)
+        ));
+        let big = m.create_topic_in_send(&c, "T3", "TBW102", 64, 0);
+        assert!(matches!(big, AutoCreate::Created(ref t) if t.write_queue_nums == 8));
+        let off = BrokerConfig {
+            auto_create_topic_enable: false,
+            ..config()
+        };
+        let m2 = TopicConfigManager::new(&off, None);
+        assert!(matches!(
+            m2.create_topic_in_send(&off, "T4", "TBW102", 4, 0),
+            AutoCreate::NotAllowed(_)
+        ));
+    }
+
+    #[test]
+    fn topic_name_rules() {
+        assert!(validate_topic("Topic_A-1|x%").is_ok());
+        assert!(validate_topic("").is_err());
+        assert!(validate_topic("bad topic").is_err());
+        assert!(validate_topic(&"a".repeat(128)).is_err());
+        assert!(validate_topic(&format!("%RETRY%{}", "a".repeat(200))).is_ok());
+        assert!(is_not_allowed_send_topic(SCHEDULE_TOPIC));
+        assert!(validate_group(&"g".repeat(121)).is_err());
+    }
+
+    #[test]
+    fn topics_json_round_trips_through_disk() {
+        let dir = std::env::temp_dir().join(format!("ringmq-topics-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = BrokerConfig {
+            store_path_root_dir: dir.display().to_string(),
+            ..config()
+        };
+        let m = TopicConfigManager::load(&c).unwrap();
+        let mut tc = TopicConfig::new("Persisted").with_queues(3, 5);
+        tc.order = true;
+        m.update(tc.clone());
+        let v1 = m.data_version();
+        let m2 = TopicConfigManager::load(&c).unwrap();
+        assert_eq!(*m2.select("Persisted").unwrap(), tc);
+        assert_eq!(m2.data_version(), v1);
+        let text = std::fs::read_to_string(dir.join("config/topics.json")).unwrap();
+        assert!(text.contains("\"topicConfigTable\"") && text.contains("\"readQueueNums\": 3"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

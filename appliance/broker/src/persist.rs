@@ -1,0 +1,212 @@
+//! Persistence of the broker's `config/*.json` files (store.md §13.1): crash-safe writes with a
+//! `.bak` fallback, the `dataVersion` object, and the fastjson dialect (bare numeric object keys)
+//! that Java brokers write and read.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Wall-clock milliseconds since the epoch (what RocketMQ stores everywhere).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// `DataVersion`: bumped on every change so name servers and slaves notice updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVersion {
+    #[serde(default)]
+    pub counter: i64,
+    #[serde(default)]
+    pub state_version: i64,
+    #[serde(default)]
+    pub timestamp: i64,
+}
+
+impl Default for DataVersion {
+    fn default() -> Self {
+        Self {
+            counter: 0,
+            state_version: 0,
+            timestamp: now_ms(),
+        }
+    }
+}
+
+impl DataVersion {
+    pub fn next_version(&mut self) {
+        self.counter += 1;
+        self.timestamp = now_ms();
+    }
+
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"counter\":{},\"stateVersion\":{},\"timestamp\":{}}}",
+            self.counter, self.state_version, self.timestamp
+        )
+    }
+}
+
+fn bak_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".bak");
+    PathBuf::from(name)
+}
+
+/// Writes `content` to `path` so that a crash leaves either the old or the new file (plus the
+/// previous version in `<file>.bak`, which Java brokers also fall back to).
+pub fn write_config_file(path: &Path, content: &str) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(content.as_bytes())?;
+        file.sync_data()?;
+    }
+    if path.exists() {
+        // Keep the previous version as the .bak Java's loader falls back to.
+        let _ = fs::copy(path, bak_path(path));
+    }
+    fs::rename(&tmp, path)?;
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Loads a config file with `parse`; a missing, empty or unparsable file falls back to
+/// `<file>.bak`. `Ok(None)` when neither exists (a fresh broker); `Err` names both failures.
+pub fn read_config_file<T>(
+    path: &Path,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    let mut first_error = None;
+    for candidate in [path.to_path_buf(), bak_path(path)] {
+        match fs::read_to_string(&candidate) {
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => match parse(&text) {
+                Ok(value) => {
+                    if candidate != path {
+                        tracing::warn!(file = %path.display(), "loaded metadata from the .bak copy: {}", first_error.clone().unwrap_or_default());
+                    }
+                    return Ok(Some(value));
+                }
+                Err(e) => {
+                    let why = format!("{} is not valid: {e}", candidate.display());
+                    tracing::warn!("{why}");
+                    first_error.get_or_insert(why);
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                first_error.get_or_insert(format!("cannot read {}: {e}", candidate.display()));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
+}
+
+/// Rewrites fastjson's non-standard output into standard JSON: bare numeric object keys
+/// (`{0:120}`) get quoted. Strings are left untouched.
+pub fn fastjson_to_standard(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    // Stack of "inside an object" flags, to know whether a token starts a key.
+    let mut in_object: Vec<bool> = Vec::new();
+    let mut expect_key = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i = (i + 1).min(bytes.len());
+                out.push_str(&text[start..i]);
+                expect_key = false;
+                continue;
+            }
+            b'{' => {
+                in_object.push(true);
+                expect_key = true;
+            }
+            b'[' => {
+                in_object.push(false);
+                expect_key = false;
+            }
+            b'}' | b']' => {
+                in_object.pop();
+                expect_key = false;
+            }
+            b',' => expect_key = in_object.last().copied().unwrap_or(false),
+            b':' => expect_key = false,
+            b'-' | b'0'..=b'9' if expect_key => {
+                let start = i;
+                while i < bytes.len() && (bytes[i] == b'-' || bytes[i].is_ascii_digit()) {
+                    i += 1;
+                }
+                out.push('"');
+                out.push_str(&text[start..i]);
+                out.push('"');
+                expect_key = false;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c as char);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_bare_numeric_keys_only() {
+        let src = "{\"offsetTable\":{\"T@G\":{0:12,1:-5, 12 :7}},\"s\":\"{0:1}\",\"a\":[1,2]}";
+        let out = fastjson_to_standard(src);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["offsetTable"]["T@G"]["1"], -5);
+        assert_eq!(v["offsetTable"]["T@G"]["12"], 7);
+        assert_eq!(v["s"], "{0:1}");
+        assert_eq!(v["a"][1], 2);
+    }
+
+    #[test]
+    fn falls_back_to_bak_when_file_is_corrupt() {
+        let dir = std::env::temp_dir().join(format!("ringmq-persist-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let path = dir.join("x.json");
+        write_config_file(&path, "{\"v\":1}").unwrap();
+        write_config_file(&path, "{\"v\":2}").unwrap();
+        fs::write(&path, "{garbage").unwrap();
+        let parse =
+            |t: &str| serde_json::from_str::<serde_json::Value>(t).map_err(|e| e.to_string());
+        let v = read_config_file(&path, parse).unwrap().unwrap();
+        assert_eq!(v["v"], 1);
+        assert!(read_config_file(&dir.join("missing.json"), parse)
+            .unwrap()
+            .is_none());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

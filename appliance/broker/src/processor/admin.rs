@@ -1,0 +1,1076 @@
+//! The broker administration requests `mqadmin`, dashboards and clients send (headers.md §9):
+//! topic and subscription-group CRUD, config dumps, runtime info, topic/consume stats,
+//! connection lists, offset reset by timestamp, and the small lookup requests (who consumes a
+//! topic, system topics, all consumer/delay offsets).
+//!
+//! Entry point: [`process`] answers every code in [`ADMIN_CODES`] (and returns `None` for any
+//! other code, so the dispatcher can route by "is it admin?"). Each request also has its own
+//! `pub fn` taking the context and the request, for direct wiring and tests. All of them are
+//! cheap reads or rare metadata writes, answered inline.
+//!
+//! Bounds: request bodies above [`MAX_ADMIN_BODY_BYTES`] are refused; queue counts of a created
+//! topic are limited to [`MAX_QUEUE_NUMS`]; `topicList` of GET_CONSUME_STATS to
+//! [`MAX_TOPICS_PER_STATS_REQUEST`] topics.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, OnceLock};
+
+use ringmq_remoting::body::consumer::{MessageQueue, ResetOffsetBody};
+use ringmq_remoting::body::kv::{KvTable, Properties};
+use ringmq_remoting::body::stats::{ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable};
+use ringmq_remoting::codes::{RequestCode, ResponseCode};
+use ringmq_remoting::header::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader, GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, QueryTopicsByConsumerRequestHeader, ResetOffsetRequestHeader,
+};
+use ringmq_remoting::json::{self, ObjectBuilder, Value};
+use ringmq_remoting::RemotingCommand;
+
+use crate::context::{error_response, header_error, BrokerContext, Handled, RequestCtx};
+use crate::metadata::subscription_group::SubscriptionGroupConfig;
+use crate::metadata::topic_config::{self as topics, TopicConfig};
+use crate::store_api::Boundary;
+
+/// Largest admin request body accepted (a subscription group config, a properties text).
+pub const MAX_ADMIN_BODY_BYTES: usize = 1024 * 1024;
+/// Most read or write queues a topic may be created with.
+pub const MAX_QUEUE_NUMS: i32 = 32 * 1024;
+/// Most topics one GET_CONSUME_STATS `topicList` may name.
+pub const MAX_TOPICS_PER_STATS_REQUEST: usize = 4096;
+/// What `brokerVersionDesc` reports: the RocketMQ release whose protocol ringmq speaks.
+pub const BROKER_VERSION_DESC: &str = "V5_3_4";
+/// Keys UPDATE_BROKER_CONFIG may never change (upstream's black list).
+const CONFIG_BLACK_LIST: [&str; 3] = ["brokerConfigPath", "rocketmqHome", "configBlackList"];
+
+/// Every request code [`process`] answers.
+pub const ADMIN_CODES: &[RequestCode] = &[
+    RequestCode::UpdateAndCreateTopic,
+    RequestCode::DeleteTopicInBroker,
+    RequestCode::GetAllTopicConfig,
+    RequestCode::GetTopicConfig,
+    RequestCode::UpdateAndCreateSubscriptiongroup,
+    RequestCode::DeleteSubscriptiongroup,
+    RequestCode::GetAllSubscriptiongroupConfig,
+    RequestCode::GetSubscriptiongroupConfig,
+    RequestCode::GetBrokerRuntimeInfo,
+    RequestCode::GetTopicStatsInfo,
+    RequestCode::GetConsumeStats,
+    RequestCode::GetConsumerConnectionList,
+    RequestCode::GetProducerConnectionList,
+    RequestCode::GetBrokerConfig,
+    RequestCode::UpdateBrokerConfig,
+    RequestCode::InvokeBrokerToResetOffset,
+    RequestCode::CleanExpiredConsumequeue,
+    RequestCode::CleanUnusedTopic,
+    RequestCode::GetSystemTopicListFromBroker,
+    RequestCode::QueryTopicConsumeByWho,
+    RequestCode::QueryTopicsByConsumer,
+    RequestCode::GetBrokerConsumeStats,
+    RequestCode::GetAllConsumerOffset,
+    RequestCode::GetAllDelayOffset,
+];
+
+/// Answers an admin request, or `None` when `request.code` is not one of [`ADMIN_CODES`].
+pub fn process(ctx: &Arc<BrokerContext>, request: &RemotingCommand, _rc: &dyn RequestCtx) -> Option<Handled> {
+    let code = RequestCode::from_code(request.code)?;
+    use RequestCode as C;
+    let handled = match code {
+        C::UpdateAndCreateTopic => update_and_create_topic(ctx, request),
+        C::DeleteTopicInBroker => delete_topic(ctx, request),
+        C::GetAllTopicConfig => get_all_topic_config(ctx, request),
+        C::GetTopicConfig => get_topic_config(ctx, request),
+        C::UpdateAndCreateSubscriptiongroup => update_and_create_subscription_group(ctx, request),
+        C::DeleteSubscriptiongroup => delete_subscription_group(ctx, request),
+        C::GetAllSubscriptiongroupConfig => get_all_subscription_group_config(ctx, request),
+        C::GetSubscriptiongroupConfig => get_subscription_group_config(ctx, request),
+        C::GetBrokerRuntimeInfo => get_broker_runtime_info(ctx, request),
+        C::GetTopicStatsInfo => get_topic_stats_info(ctx, request),
+        C::GetConsumeStats => get_consume_stats(ctx, request),
+        C::GetConsumerConnectionList => get_consumer_connection_list(ctx, request),
+        C::GetProducerConnectionList => get_producer_connection_list(ctx, request),
+        C::GetBrokerConfig => get_broker_config(ctx, request),
+        C::UpdateBrokerConfig => update_broker_config(ctx, request),
+        C::InvokeBrokerToResetOffset => invoke_broker_to_reset_offset(ctx, request),
+        C::CleanExpiredConsumequeue => clean_expired_consume_queue(ctx, request),
+        C::CleanUnusedTopic => clean_unused_topic(ctx, request),
+        C::GetSystemTopicListFromBroker => get_system_topic_list(ctx, request),
+        C::QueryTopicConsumeByWho => query_topic_consume_by_who(ctx, request),
+        C::QueryTopicsByConsumer => query_topics_by_consumer(ctx, request),
+        C::GetBrokerConsumeStats => get_broker_consume_stats(ctx, request),
+        C::GetAllConsumerOffset => ok_body(request, ctx.offsets.encode()),
+        C::GetAllDelayOffset => ok_body(request, ctx.delay_offsets.encode()),
+        _ => return None,
+    };
+    Some(handled)
+}
+
+fn ok(request: &RemotingCommand) -> Handled {
+    request.response_to(ResponseCode::Success.code(), None).into()
+}
+
+fn ok_body(request: &RemotingCommand, body: impl Into<bytes::Bytes>) -> Handled {
+    request.response_to(ResponseCode::Success.code(), None).with_body(body).into()
+}
+
+fn fail(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Handled {
+    let remark = remark.into();
+    tracing::warn!(request_code = request.code, response = code.name(), "admin request refused: {remark}");
+    error_response(request, code, remark).into()
+}
+
+fn decode<H: ringmq_remoting::header::CommandHeader>(request: &RemotingCommand) -> Result<H, Handled> {
+    request.decode_header::<H>().map_err(|e| header_error(request, e))
+}
+
+fn body_text(request: &RemotingCommand) -> Result<&str, Handled> {
+    if request.body.len() > MAX_ADMIN_BODY_BYTES {
+        return Err(fail(
+            request,
+            ResponseCode::InvalidParameter,
+            format!("request body is {} bytes, more than {MAX_ADMIN_BODY_BYTES}", request.body.len()),
+        ));
+    }
+    std::str::from_utf8(&request.body).map_err(|_| fail(request, ResponseCode::InvalidParameter, "request body is not UTF-8 text"))
+}
+
+/// Applies `+key=value,-key` attribute modifications to `attributes`.
+fn apply_attribute_changes(attributes: &mut BTreeMap<String, String>, changes: &str) -> Result<(), String> {
+    for item in changes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if let Some(kv) = item.strip_prefix('+') {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("attribute {item:?} must be +key=value"))?;
+            if k.is_empty() {
+                return Err(format!("attribute {item:?} has an empty key"));
+            }
+            attributes.insert(k.to_string(), v.to_string());
+        } else if let Some(k) = item.strip_prefix('-') {
+            attributes.remove(k);
+        } else {
+            return Err(format!("attribute change {item:?} must start with + or -"));
+        }
+    }
+    if attributes.get("message.type").is_some_and(|t| t.eq_ignore_ascii_case("MIXED")) {
+        return Err("message.type MIXED is not allowed for a topic".to_string());
+    }
+    Ok(())
+}
+
+/// UPDATE_AND_CREATE_TOPIC (17).
+pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: CreateTopicRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let topic = h.topic.as_str();
+    if let Err(e) = topics::validate_topic(topic) {
+        return fail(request, ResponseCode::InvalidParameter, e);
+    }
+    if ctx.topics.is_system_topic(topic) {
+        return fail(request, ResponseCode::InvalidParameter, format!("The topic[{topic}] is conflict with system topic."));
+    }
+    for (name, n) in [("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)] {
+        if !(0..=MAX_QUEUE_NUMS).contains(&n) {
+            return fail(request, ResponseCode::InvalidParameter, format!("{name}={n} must be within 0..={MAX_QUEUE_NUMS}"));
+        }
+    }
+    if !(0..=15).contains(&h.perm) {
+        return fail(request, ResponseCode::InvalidParameter, format!("perm={} is not a permission bit set (0..=15)", h.perm));
+    }
+    if h.topic_filter_type != "SINGLE_TAG" && h.topic_filter_type != "MULTI_TAG" {
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            format!("topicFilterType={:?} must be SINGLE_TAG or MULTI_TAG", h.topic_filter_type),
+        );
+    }
+    let existing = ctx.topics.select(topic);
+    let mut attributes = existing.as_ref().map(|t| t.attributes.clone()).unwrap_or_default();
+    if let Some(changes) = h.attributes.as_deref() {
+        if let Err(e) = apply_attribute_changes(&mut attributes, changes) {
+            return fail(request, ResponseCode::InvalidParameter, e);
+        }
+    }
+    let tc = TopicConfig {
+        attributes,
+        order: h.order,
+        perm: h.perm as u32,
+        read_queue_nums: h.read_queue_nums as u32,
+        topic_filter_type: h.topic_filter_type.clone(),
+        topic_name: topic.to_string(),
+        topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0) as u32,
+        write_queue_nums: h.write_queue_nums as u32,
+    };
+    if existing.as_deref() == Some(&tc) && !h.force {
+        return ok(request);
+    }
+    tracing::info!(topic, read = tc.read_queue_nums, write = tc.write_queue_nums, perm = tc.perm, "topic created or updated by admin");
+    ctx.topics.update(tc);
+    ok(request)
+}
+
+/// DELETE_TOPIC_IN_BROKER (215).
+pub fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: DeleteTopicRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    if ctx.topics.is_system_topic(&h.topic) {
+        return fail(request, ResponseCode::InvalidParameter, format!("The topic[{}] is conflict with system topic.", h.topic));
+    }
+    if ctx.topics.delete(&h.topic) {
+        tracing::info!(topic = h.topic, "topic deleted by admin");
+    } else {
+        tracing::info!(topic = h.topic, "delete of an unknown topic: nothing to do");
+    }
+    ok(request)
+}
+
+fn topic_config_json(tc: &TopicConfig) -> serde_json::Value {
+    serde_json::to_value(tc).unwrap_or(serde_json::Value::Null)
+}
+
+/// GET_ALL_TOPIC_CONFIG (21): the whole table (no paging: the header's `totalTopicNum` is
+/// left out, which clients read as "complete").
+pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let w = ctx.topics.wrapper();
+    let table: serde_json::Map<String, serde_json::Value> =
+        w.topic_config_table.iter().map(|(k, v)| (k.clone(), topic_config_json(v))).collect();
+    let dv = serde_json::to_value(w.data_version).unwrap_or_default();
+    let body = serde_json::json!({
+        "dataVersion": dv,
+        "mappingDataVersion": dv,
+        "topicConfigTable": table,
+        "topicQueueMappingDetailMap": {},
+        "topicQueueMappingInfoMap": {},
+    });
+    ok_body(request, body.to_string())
+}
+
+/// GET_TOPIC_CONFIG (351).
+pub fn get_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: GetTopicConfigRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    match ctx.topics.select(&h.topic) {
+        Some(tc) => ok_body(request, topic_config_json(&tc).to_string()),
+        None => fail(request, ResponseCode::SystemError, format!("No topic in this broker, topic: {}", h.topic)),
+    }
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body = SubscriptionGroupConfig JSON.
+pub fn update_and_create_subscription_group(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let text = match body_text(request) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let sg: SubscriptionGroupConfig = match serde_json::from_str(&crate::persist::fastjson_to_standard(text)) {
+        Ok(sg) => sg,
+        Err(e) => return fail(request, ResponseCode::InvalidParameter, format!("body is not a SubscriptionGroupConfig: {e}")),
+    };
+    if let Err(e) = topics::validate_group(&sg.group_name) {
+        return fail(request, ResponseCode::InvalidParameter, e);
+    }
+    if sg.retry_queue_nums as i64 > MAX_QUEUE_NUMS as i64 {
+        return fail(request, ResponseCode::InvalidParameter, format!("retryQueueNums must be at most {MAX_QUEUE_NUMS}"));
+    }
+    tracing::info!(group = sg.group_name, "subscription group created or updated by admin");
+    ctx.groups.update(sg);
+    ok(request)
+}
+
+/// DELETE_SUBSCRIPTIONGROUP (207).
+pub fn delete_subscription_group(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: DeleteSubscriptionGroupRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    ctx.groups.delete(&h.group_name);
+    if h.clean_offset {
+        ctx.offsets.remove_group(&h.group_name);
+    }
+    tracing::info!(group = h.group_name, clean_offset = h.clean_offset, "subscription group deleted by admin");
+    ok(request)
+}
+
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the whole table, unpaged.
+pub fn get_all_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    match serde_json::to_string(&ctx.groups.wrapper()) {
+        Ok(body) => ok_body(request, body),
+        Err(e) => fail(request, ResponseCode::SystemError, format!("cannot encode the subscription groups: {e}")),
+    }
+}
+
+/// GET_SUBSCRIPTIONGROUP_CONFIG (352).
+pub fn get_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: GetSubscriptionGroupConfigRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    match ctx.groups.get(&h.group).and_then(|sg| serde_json::to_string(&*sg).ok()) {
+        Some(body) => ok_body(request, body),
+        None => fail(request, ResponseCode::SubscriptionGroupNotExist, format!("No group in this broker, group: {}", h.group)),
+    }
+}
+
+fn boot_timestamp_ms() -> i64 {
+    static BOOT: OnceLock<i64> = OnceLock::new();
+    *BOOT.get_or_init(crate::persist::now_ms)
+}
+
+/// Used / total bytes of the file system holding `path`, as a 0..1 ratio.
+fn disk_used_ratio(path: &std::path::Path) -> f64 {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return -1.0 };
+    // SAFETY: statvfs only writes into the zeroed struct we pass; `c` is a valid C string.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut s) != 0 || s.f_blocks == 0 {
+            return -1.0;
+        }
+        let total = s.f_blocks as f64;
+        let free = s.f_bavail as f64;
+        (total - free) / total
+    }
+}
+
+fn total_mem_kbytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// GET_BROKER_RUNTIME_INFO (28): KVTable with the keys mqadmin reads (numbers as text).
+/// Counters ringmq does not track yet read 0, never absent (mqadmin fails on a missing key).
+pub fn get_broker_runtime_info(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    ok_body(request, runtime_info(ctx).encode())
+}
+
+pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
+    let now = crate::persist::now_ms();
+    let boot = boot_timestamp_ms();
+    let max_offset = ctx.store.commit_log_max_offset();
+    let mut t = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        t.insert(k.to_string(), v);
+    };
+    put("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
+    put("brokerVersion", ringmq_remoting::RINGMQ_VERSION.to_string());
+    put("brokerActive", "true".to_string());
+    for k in [
+        "msgPutTotalTodayNow",
+        "msgGetTotalTodayNow",
+        "msgPutTotalTodayMorning",
+        "msgGetTotalTodayMorning",
+        "msgPutTotalYesterdayMorning",
+        "msgGetTotalYesterdayMorning",
+        "putMessageTimesTotal",
+        "putMessageSizeTotal",
+        "putMessageAverageSize",
+        "dispatchBehindBytes",
+        "pageCacheLockTimeMills",
+        "sendThreadPoolQueueSize",
+        "pullThreadPoolQueueSize",
+        "litePullThreadPoolQueueSize",
+        "queryThreadPoolQueueSize",
+        "ackThreadPoolQueueSize",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "queryThreadPoolQueueHeadWaitTimeMills",
+        "litePullThreadPoolQueueHeadWaitTimeMills",
+        "ackThreadPoolQueueHeadWaitTimeMills",
+        "EndTransactionQueueSize",
+        "timerReadBehind",
+        "timerOffsetBehind",
+        "timerCongestNum",
+        "timerEnqueueTps",
+        "timerDequeueTps",
+        "remainTransientStoreBufferNumbs",
+        "remainHowManyDataToCommit",
+        "remainHowManyDataToFlush",
+        "startAcceptSendRequestTimeStamp",
+        "commitLogMinOffset",
+    ] {
+        put(k, "0".to_string());
+    }
+    for k in ["putTps", "getTransferredTps", "getFoundTps", "getMissTps", "getTotalTps"] {
+        put(k, "0.0 0.0 0.0".to_string());
+    }
+    put("sendThreadPoolQueueCapacity", "10000".to_string());
+    put("pullThreadPoolQueueCapacity", "100000".to_string());
+    put("commitLogMaxOffset", max_offset.to_string());
+    let earliest = ctx
+        .topics
+        .topic_names()
+        .iter()
+        .flat_map(|topic| {
+            let n = ctx.topics.select(topic).map_or(0, |tc| tc.max_queue_nums()) as i32;
+            (0..n).filter_map(move |q| ctx.store.earliest_message_time(topic, q))
+        })
+        .min()
+        .unwrap_or(0);
+    put("earliestMessageTimeStamp", earliest.to_string());
+    let ratio = disk_used_ratio(&ctx.config.commit_log_dir());
+    let ratio = if ratio < 0.0 { disk_used_ratio(&ctx.config.store_root()) } else { ratio };
+    put("commitLogDiskRatio", format!("{ratio}"));
+    put("consumeQueueDiskRatio", format!("{}", disk_used_ratio(&ctx.config.store_root())));
+    put("commitLogDirCapacity", format!("Total : 0 GiB, Free : 0 GiB. (ratio {ratio:.3})"));
+    put("totalMemKBytes", total_mem_kbytes().to_string());
+    put("bootTimestamp", boot.to_string());
+    let up_s = (now - boot).max(0) / 1000;
+    put("runtime", format!("[ {} days, {} hours, {} minutes, {} seconds ]", up_s / 86_400, up_s / 3600 % 24, up_s / 60 % 60, up_s % 60));
+    KvTable { table: t }
+}
+
+/// GET_TOPIC_STATS_INFO (202).
+pub fn get_topic_stats_info(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: GetTopicStatsInfoRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Some(tc) = ctx.topics.select(&h.topic) else {
+        return fail(request, ResponseCode::TopicNotExist, format!("topic[{}] not exist", h.topic));
+    };
+    let mut table = TopicStatsTable::default();
+    for q in 0..tc.max_queue_nums() as i32 {
+        let min = ctx.store.min_offset_in_queue(&h.topic, q).max(0);
+        let max = ctx.store.max_offset_in_queue(&h.topic, q).max(0);
+        let last = if max > 0 { ctx.store.message_store_time(&h.topic, q, max - 1).unwrap_or(0) } else { 0 };
+        table.offset_table.insert(
+            MessageQueue::new(h.topic.clone(), ctx.config.broker_name.clone(), q),
+            TopicOffset { min_offset: min, max_offset: max, last_update_timestamp: last },
+        );
+    }
+    ok_body(request, table.encode())
+}
+
+/// ConsumeStats of `group` over `topics` (§9.7 rules per read queue).
+pub fn consume_stats(ctx: &BrokerContext, group: &str, topic_names: &[String]) -> ConsumeStats {
+    let mut stats = ConsumeStats::default();
+    for topic in topic_names {
+        let Some(tc) = ctx.topics.select(topic) else { continue };
+        for q in 0..tc.read_queue_nums as i32 {
+            let broker_offset = ctx.store.max_offset_in_queue(topic, q).max(0);
+            let consumer_offset = ctx.offsets.query_offset(group, topic, q).unwrap_or(0).max(0);
+            let pull_offset = ctx.offsets.pull_offset(group, topic, q).unwrap_or(0).max(consumer_offset);
+            let last_timestamp =
+                if consumer_offset > 0 { ctx.store.message_store_time(topic, q, consumer_offset - 1).unwrap_or(0) } else { 0 };
+            stats.offset_table.insert(
+                MessageQueue::new(topic.clone(), ctx.config.broker_name.clone(), q),
+                OffsetWrapper { broker_offset, consumer_offset, pull_offset, last_timestamp },
+            );
+        }
+    }
+    stats
+}
+
+/// The topics a consume-stats request covers (`topicList`, else `topic`, else the group's
+/// offset topics; restricted to live subscriptions when the group is online).
+fn stats_topics(ctx: &BrokerContext, group: &str, topic: Option<&str>, topic_list: Option<&str>) -> Result<Vec<String>, String> {
+    if let Some(list) = topic_list.filter(|l| !l.is_empty()) {
+        let names: Vec<String> = list.split(';').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
+        if names.len() > MAX_TOPICS_PER_STATS_REQUEST {
+            return Err(format!("topicList names {} topics, more than {MAX_TOPICS_PER_STATS_REQUEST}", names.len()));
+        }
+        return Ok(names);
+    }
+    let candidates = match topic.filter(|t| !t.is_empty()) {
+        Some(t) => vec![t.to_string()],
+        None => ctx.offsets.topics_of_group(group),
+    };
+    Ok(match ctx.consumers.group(group) {
+        Some(info) if !info.subscriptions.is_empty() => {
+            candidates.into_iter().filter(|t| info.subscriptions.contains_key(t)).collect()
+        }
+        _ => candidates,
+    })
+}
+
+/// GET_CONSUME_STATS (208).
+pub fn get_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: GetConsumeStatsRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let names = match stats_topics(ctx, &h.consumer_group, h.topic.as_deref(), h.topic_list.as_deref()) {
+        Ok(n) => n,
+        Err(e) => return fail(request, ResponseCode::InvalidParameter, e),
+    };
+    if let Some(t) = h.topic.as_deref().filter(|t| !t.is_empty()) {
+        if ctx.topics.select(t).is_none() {
+            return fail(request, ResponseCode::TopicNotExist, format!("topic[{t}] not exist"));
+        }
+    }
+    ok_body(request, consume_stats(ctx, &h.consumer_group, &names).encode())
+}
+
+fn connection_value(info: &crate::client::consumer_manager::ClientChannelInfo) -> Value {
+    ObjectBuilder::new()
+        .field("clientAddr", info.channel.peer_addr().to_string())
+        .field("clientId", info.client_id.as_str())
+        .field("language", info.language.as_str())
+        .field("version", info.version)
+        .build()
+}
+
+fn from_serde(v: &serde_json::Value) -> Value {
+    json::parse_str(&v.to_string()).unwrap_or(Value::Null)
+}
+
+/// GET_CONSUMER_CONNECTION_LIST (203).
+pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: GetConsumerConnectionListRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Some(info) = ctx.consumers.group(&h.consumer_group).filter(|g| !g.channels.is_empty()) else {
+        return fail(request, ResponseCode::ConsumerNotOnline, format!("the consumer group[{}] not online", h.consumer_group));
+    };
+    let body = ObjectBuilder::new()
+        .field("connectionSet", Value::Array(info.channels.values().map(connection_value).collect()))
+        .field("consumeFromWhere", info.consume_from_where.as_str())
+        .field("consumeType", info.consume_type.as_str())
+        .field("messageModel", info.message_model.as_str())
+        .field(
+            "subscriptionTable",
+            json::map_value(info.subscriptions.iter().map(|(t, s)| (t.as_str(), from_serde(&s.to_json())))),
+        )
+        .build();
+    ok_body(request, body.to_json())
+}
+
+/// GET_PRODUCER_CONNECTION_LIST (204).
+pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: GetProducerConnectionListRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let conns = ctx.producers.connections(&h.producer_group);
+    if conns.is_empty() {
+        return fail(request, ResponseCode::SystemError, format!("the producer group[{}] not exist", h.producer_group));
+    }
+    let body = ObjectBuilder::new().field("connectionSet", Value::Array(conns.iter().map(connection_value).collect())).build();
+    ok_body(request, body.to_json())
+}
+
+/// GET_BROKER_CONFIG (26): Properties text; header `version` = a DataVersion JSON.
+pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let mut response = request.response_to(ResponseCode::Success.code(), None).with_body(ctx.config.to_properties_text());
+    response.ext_fields.insert("version", ctx.topics.data_version().to_json());
+    response.into()
+}
+
+/// UPDATE_BROKER_CONFIG (25): validates the Properties body against the known keys. The
+/// context's config is immutable, so a valid update is refused with a remark saying so
+/// rather than acknowledged and silently ignored (see the module report).
+pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let text = match body_text(request) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let props = match Properties::parse(text) {
+        Ok(p) => p,
+        Err(e) => return fail(request, ResponseCode::InvalidParameter, format!("body is not Java properties text: {e}")),
+    };
+    if props.is_empty() {
+        return fail(request, ResponseCode::InvalidParameter, "no key=value in the body");
+    }
+    if let Some((k, _)) = props.iter().find(|(k, _)| CONFIG_BLACK_LIST.contains(k)) {
+        return fail(request, ResponseCode::NoPermission, format!("Can not update config in black list: {k}"));
+    }
+    let mut probe = ctx.config.clone();
+    let mut notes = Vec::new();
+    for (k, v) in props.iter() {
+        probe.apply(k, v, &mut notes);
+    }
+    if !notes.is_empty() {
+        return fail(request, ResponseCode::InvalidParameter, notes.join("; "));
+    }
+    fail(
+        request,
+        ResponseCode::SystemError,
+        "live broker config update is not supported yet: put the keys in broker.conf and restart the broker",
+    )
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET (222).
+pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: ResetOffsetRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    if !ctx.config.is_master() {
+        return fail(request, ResponseCode::SystemError, "offsets can only be reset on the master");
+    }
+    let Some(tc) = ctx.topics.select(&h.topic) else {
+        return fail(request, ResponseCode::TopicNotExist, format!("[reset offset] topic does not exist, topic={}", h.topic));
+    };
+    if ctx.groups.find(&h.group).is_none() {
+        return fail(
+            request,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("[reset offset] subscription group does not exist, group={}", h.group),
+        );
+    }
+    let queues: Vec<i32> = if h.queue_id >= 0 {
+        if h.queue_id as u32 >= tc.read_queue_nums.max(tc.write_queue_nums) {
+            return fail(request, ResponseCode::InvalidParameter, format!("queueId {} is not a queue of {}", h.queue_id, h.topic));
+        }
+        vec![h.queue_id]
+    } else {
+        (0..tc.read_queue_nums as i32).collect()
+    };
+    let mut body = ResetOffsetBody::default();
+    for q in queues {
+        let min = ctx.store.min_offset_in_queue(&h.topic, q);
+        let max = ctx.store.max_offset_in_queue(&h.topic, q);
+        let target = match h.offset.filter(|o| *o >= 0) {
+            Some(o) => o.clamp(min, max),
+            None if h.timestamp < 0 => max,
+            None => ctx.store.offset_in_queue_by_time(&h.topic, q, h.timestamp, Boundary::Lower),
+        };
+        let current = ctx.offsets.query_offset(&h.group, &h.topic, q);
+        // Without force, only move a group backwards (replay), never skip ahead.
+        let target = match current {
+            Some(c) if !h.is_force && target > c => c,
+            _ => target,
+        };
+        body.offset_table.insert(MessageQueue::new(h.topic.clone(), ctx.config.broker_name.clone(), q), target);
+    }
+    if ctx.config.use_server_side_reset_offset {
+        for (mq, off) in &body.offset_table {
+            ctx.offsets.set_reset_offset(&h.group, &mq.topic, mq.queue_id, *off);
+        }
+        tracing::info!(group = h.group, topic = h.topic, queues = body.offset_table.len(), "offsets reset (server side)");
+        return ok_body(request, body.encode());
+    }
+    // Legacy path: the consumers reset themselves on RESET_CONSUMER_CLIENT_OFFSET (220).
+    let channels = ctx.consumers.channels(&h.group);
+    if channels.is_empty() {
+        return fail(request, ResponseCode::ConsumerNotOnline, format!("Consumer not online, so can not reset offset, Group: {}", h.group));
+    }
+    let payload = body.encode();
+    for ch in channels {
+        let mut push = RemotingCommand::request(RequestCode::ResetConsumerClientOffset as i32, 0)
+            .with_ext("topic", h.topic.as_str())
+            .with_ext("group", h.group.as_str())
+            .with_ext("timestamp", h.timestamp.to_string())
+            .with_ext("isForce", h.is_force.to_string())
+            .with_body(payload.clone());
+        push.mark_oneway();
+        if !ch.send_oneway(push) {
+            tracing::warn!(group = h.group, peer = %ch.peer_addr(), "could not push RESET_CONSUMER_CLIENT_OFFSET");
+        }
+    }
+    for (mq, off) in &body.offset_table {
+        ctx.offsets.commit_offset(&h.group, &mq.topic, mq.queue_id, *off);
+    }
+    ok_body(request, payload)
+}
+
+/// CLEAN_EXPIRED_CONSUMEQUEUE (306): the store drops consume queues together with their
+/// commit-log files, so there is nothing left to clean on demand.
+pub fn clean_expired_consume_queue(_ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    tracing::info!("CLEAN_EXPIRED_CONSUMEQUEUE: consume queues expire with their commit-log files; nothing to do");
+    ok(request)
+}
+
+/// CLEAN_UNUSED_TOPIC (316): see [`clean_expired_consume_queue`].
+pub fn clean_unused_topic(_ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    tracing::info!("CLEAN_UNUSED_TOPIC: no store files of deleted topics are kept; nothing to do");
+    ok(request)
+}
+
+fn topic_list_body(names: impl IntoIterator<Item = String>) -> String {
+    let set: BTreeSet<String> = names.into_iter().collect();
+    ObjectBuilder::new().field("topicList", json::string_array(&set)).build().to_json()
+}
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
+pub fn get_system_topic_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let names = ctx.topics.topic_names().into_iter().filter(|t| ctx.topics.is_system_topic(t));
+    ok_body(request, topic_list_body(names))
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO (300): groups online on the topic or holding offsets on it.
+pub fn query_topic_consume_by_who(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: QueryTopicConsumeByWhoRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let mut groups: BTreeSet<String> = ctx.consumers.groups_of_topic(&h.topic).into_iter().collect();
+    groups.extend(ctx.offsets.groups_of_topic(&h.topic));
+    let body = ObjectBuilder::new().field("groupList", json::string_array(&groups)).build();
+    ok_body(request, body.to_json())
+}
+
+/// QUERY_TOPICS_BY_CONSUMER (343).
+pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let h: QueryTopicsByConsumerRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let mut topics: BTreeSet<String> = ctx.offsets.topics_of_group(&h.group).into_iter().collect();
+    if let Some(info) = ctx.consumers.group(&h.group) {
+        topics.extend(info.subscriptions.keys().cloned());
+    }
+    let body = ObjectBuilder::new()
+        .field("brokerAddr", ctx.config.broker_addr())
+        .field("topicList", json::string_array(&topics))
+        .build();
+    ok_body(request, body.to_json())
+}
+
+/// GET_BROKER_CONSUME_STATS (317): ConsumeStats of every online group, per subscribed topic.
+pub fn get_broker_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let is_order = request.ext_fields.get("isOrder").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let mut list = Vec::new();
+    let mut total_diff: i64 = 0;
+    let groups = ctx.groups.wrapper().subscription_group_table;
+    for (group, sg) in groups {
+        if is_order && !sg.consume_message_orderly {
+            continue;
+        }
+        let Some(info) = ctx.consumers.group(&group) else { continue };
+        let mut per_topic = Vec::new();
+        for topic in info.subscriptions.keys() {
+            if topic.starts_with(topics::RETRY_GROUP_TOPIC_PREFIX) {
+                continue;
+            }
+            let stats = consume_stats(ctx, &group, std::slice::from_ref(topic));
+            total_diff = total_diff.saturating_add(stats.total_diff());
+            per_topic.push(json::parse_str(&stats.encode()).unwrap_or(Value::Null));
+        }
+        if !per_topic.is_empty() {
+            list.push(json::map_value([(group.as_str(), Value::Array(per_topic))]));
+        }
+    }
+    let body = ObjectBuilder::new()
+        .field("brokerAddr", ctx.config.broker_addr())
+        .field("consumeStatsList", Value::Array(list))
+        .field("totalDiff", total_diff)
+        .build();
+    ok_body(request, body.to_json())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::test_support::{heartbeat_consumer, send_simple, test_context, FakeChannel};
+    use ringmq_remoting::header::CommandHeader;
+
+    struct NoDefer(Arc<dyn crate::context::ClientChannel>);
+    impl RequestCtx for NoDefer {
+        fn channel(&self) -> &Arc<dyn crate::context::ClientChannel> {
+            &self.0
+        }
+        fn defer(&self) -> crate::context::Deferred {
+            panic!("admin requests answer inline")
+        }
+    }
+
+    fn call(ctx: &Arc<BrokerContext>, req: RemotingCommand) -> RemotingCommand {
+        match process(ctx, &req, &NoDefer(FakeChannel::new(1))).expect("admin code") {
+            Handled::Now(r) => r.command,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn req<H: CommandHeader>(code: RequestCode, h: &H) -> RemotingCommand {
+        RemotingCommand::request(code as i32, 1).with_header(h)
+    }
+
+    fn fields(pairs: &[(&str, &str)]) -> ringmq_remoting::ExtFields {
+        pairs.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    fn create_topic(ctx: &Arc<BrokerContext>, topic: &str, queues: &str, extra: &[(&str, &str)]) -> RemotingCommand {
+        let mut f = fields(&[
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("readQueueNums", queues),
+            ("writeQueueNums", queues),
+            ("perm", "6"),
+            ("topicFilterType", "SINGLE_TAG"),
+            ("order", "false"),
+        ]);
+        for (k, v) in extra {
+            f.insert(*k, *v);
+        }
+        let mut r = RemotingCommand::request(RequestCode::UpdateAndCreateTopic as i32, 1);
+        r.ext_fields = f;
+        call(ctx, r)
+    }
+
+    fn body_json(r: &RemotingCommand) -> serde_json::Value {
+        serde_json::from_str(&crate::persist::fastjson_to_standard(std::str::from_utf8(&r.body).unwrap())).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&r.body))
+        })
+    }
+
+    #[test]
+    fn non_admin_codes_are_left_to_the_dispatcher() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        let r = RemotingCommand::request(RequestCode::SendMessage as i32, 1);
+        assert!(process(&ctx, &r, &NoDefer(FakeChannel::new(1))).is_none());
+        let r = RemotingCommand::request(999_999, 1);
+        assert!(process(&ctx, &r, &NoDefer(FakeChannel::new(1))).is_none());
+    }
+
+    #[test]
+    fn topic_crud() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        let r = create_topic(&ctx, "AdminTopic", "4", &[("attributes", "+message.type=NORMAL")]);
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        let tc = ctx.topics.select("AdminTopic").unwrap();
+        assert_eq!((tc.read_queue_nums, tc.write_queue_nums, tc.perm), (4, 4, 6));
+        assert_eq!(tc.attributes.get("message.type").map(String::as_str), Some("NORMAL"));
+        // Bad inputs.
+        assert_eq!(create_topic(&ctx, "bad topic", "4", &[]).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(create_topic(&ctx, "SCHEDULE_TOPIC_XXXX", "4", &[]).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(create_topic(&ctx, "T2", "-1", &[]).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(create_topic(&ctx, "T2", "4", &[("topicFilterType", "X")]).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(create_topic(&ctx, "T2", "4", &[("attributes", "+message.type=MIXED")]).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(create_topic(&ctx, "T2", "4", &[("perm", "99")]).code, ResponseCode::InvalidParameter.code());
+        let mut missing = RemotingCommand::request(17, 1);
+        missing.ext_fields = fields(&[("topic", "T3")]);
+        assert_eq!(call(&ctx, missing).code, ResponseCode::SystemError.code());
+        // Get one / all.
+        let r = call(&ctx, req(RequestCode::GetTopicConfig, &GetTopicConfigRequestHeader { topic: "AdminTopic".into(), ..Default::default() }));
+        assert_eq!(body_json(&r)["readQueueNums"], 4);
+        let r = call(&ctx, req(RequestCode::GetTopicConfig, &GetTopicConfigRequestHeader { topic: "Nope".into(), ..Default::default() }));
+        assert_eq!(r.code, ResponseCode::SystemError.code());
+        let r = call(&ctx, RemotingCommand::request(RequestCode::GetAllTopicConfig as i32, 1));
+        let v = body_json(&r);
+        assert_eq!(v["topicConfigTable"]["AdminTopic"]["topicName"], "AdminTopic");
+        assert!(v["dataVersion"]["counter"].as_i64().unwrap() >= 1);
+        // Delete.
+        let del = |t: &str| call(&ctx, req(RequestCode::DeleteTopicInBroker, &DeleteTopicRequestHeader { topic: t.into(), ..Default::default() }));
+        assert_eq!(del("AdminTopic").code, 0);
+        assert!(ctx.topics.select("AdminTopic").is_none());
+        assert_eq!(del("TBW102").code, ResponseCode::InvalidParameter.code());
+    }
+
+    #[test]
+    fn subscription_group_crud() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        let body = r#"{"groupName":"GA","retryMaxTimes":5,"retryQueueNums":2,"consumeEnable":false}"#;
+        let r = call(&ctx, RemotingCommand::request(200, 1).with_body(body));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        let g = ctx.groups.get("GA").unwrap();
+        assert_eq!((g.retry_max_times, g.retry_queue_nums, g.consume_enable, g.consume_timeout_minute), (5, 2, false, 15));
+        assert_eq!(call(&ctx, RemotingCommand::request(200, 1).with_body("{nope")).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(
+            call(&ctx, RemotingCommand::request(200, 1).with_body(r#"{"groupName":"bad group"}"#)).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        let get = |g: &str| {
+            call(&ctx, req(RequestCode::GetSubscriptiongroupConfig, &GetSubscriptionGroupConfigRequestHeader { group: g.into(), ..Default::default() }))
+        };
+        assert_eq!(body_json(&get("GA"))["retryMaxTimes"], 5);
+        assert_eq!(get("Nope").code, ResponseCode::SubscriptionGroupNotExist.code());
+        let all = call(&ctx, RemotingCommand::request(201, 1));
+        assert_eq!(body_json(&all)["subscriptionGroupTable"]["GA"]["groupName"], "GA");
+        ctx.offsets.commit_offset("GA", "T", 0, 5);
+        let mut del = RemotingCommand::request(207, 1);
+        del.ext_fields = fields(&[("groupName", "GA"), ("cleanOffset", "true")]);
+        assert_eq!(call(&ctx, del).code, 0);
+        assert!(ctx.groups.get("GA").is_none());
+        assert_eq!(ctx.offsets.query_offset("GA", "T", 0), None);
+    }
+
+    #[test]
+    fn runtime_info_has_the_keys_mqadmin_reads() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        send_simple(&ctx, "RtTopic", 0, "", b"x");
+        let r = call(&ctx, RemotingCommand::request(28, 1));
+        let kv = KvTable::decode(&r.body).unwrap();
+        for k in [
+            "brokerVersionDesc",
+            "brokerActive",
+            "msgPutTotalTodayNow",
+            "msgGetTotalTodayNow",
+            "msgPutTotalTodayMorning",
+            "msgGetTotalTodayMorning",
+            "msgPutTotalYesterdayMorning",
+            "msgGetTotalYesterdayMorning",
+            "putTps",
+            "getTransferredTps",
+            "commitLogDiskRatio",
+            "consumeQueueDiskRatio",
+            "earliestMessageTimeStamp",
+            "pageCacheLockTimeMills",
+            "sendThreadPoolQueueSize",
+            "pullThreadPoolQueueSize",
+            "sendThreadPoolQueueHeadWaitTimeMills",
+            "pullThreadPoolQueueHeadWaitTimeMills",
+            "putMessageAverageSize",
+            "timerReadBehind",
+            "timerOffsetBehind",
+            "timerCongestNum",
+            "timerEnqueueTps",
+            "timerDequeueTps",
+            "totalMemKBytes",
+            "bootTimestamp",
+            "commitLogMaxOffset",
+            "dispatchBehindBytes",
+        ] {
+            assert!(kv.table.contains_key(k), "missing {k}");
+        }
+        assert!(kv.table["commitLogMaxOffset"].parse::<i64>().unwrap() > 0);
+        assert!(kv.table["earliestMessageTimeStamp"].parse::<i64>().unwrap() > 0);
+        let first_tps: f64 = kv.table["putTps"].split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(first_tps, 0.0);
+    }
+
+    #[test]
+    fn topic_and_consume_stats() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        for _ in 0..3 {
+            send_simple(&ctx, "StatTopic", 1, "", b"x");
+        }
+        let r = call(&ctx, req(RequestCode::GetTopicStatsInfo, &GetTopicStatsInfoRequestHeader { topic: "StatTopic".into(), ..Default::default() }));
+        let t = TopicStatsTable::decode(&r.body).unwrap();
+        assert_eq!(t.offset_table.len(), 4);
+        let q1 = &t.offset_table[&MessageQueue::new("StatTopic", ctx.config.broker_name.clone(), 1)];
+        assert_eq!((q1.min_offset, q1.max_offset), (0, 3));
+        assert!(q1.last_update_timestamp > 0);
+        let r = call(&ctx, req(RequestCode::GetTopicStatsInfo, &GetTopicStatsInfoRequestHeader { topic: "None".into(), ..Default::default() }));
+        assert_eq!(r.code, ResponseCode::TopicNotExist.code());
+        ctx.offsets.commit_offset("SG", "StatTopic", 1, 2);
+        let h = GetConsumeStatsRequestHeader { consumer_group: "SG".into(), ..Default::default() };
+        let r = call(&ctx, req(RequestCode::GetConsumeStats, &h));
+        let s = ConsumeStats::decode(&r.body).unwrap();
+        let w = s.offset_table[&MessageQueue::new("StatTopic", ctx.config.broker_name.clone(), 1)];
+        assert_eq!((w.broker_offset, w.consumer_offset, w.pull_offset), (3, 2, 2));
+        assert!(w.last_timestamp > 0);
+        assert_eq!(s.total_diff(), 1);
+        let by_who = call(&ctx, req(RequestCode::QueryTopicConsumeByWho, &QueryTopicConsumeByWhoRequestHeader { topic: "StatTopic".into(), ..Default::default() }));
+        assert_eq!(body_json(&by_who)["groupList"][0], "SG");
+        let by_group = call(&ctx, req(RequestCode::QueryTopicsByConsumer, &QueryTopicsByConsumerRequestHeader { group: "SG".into(), ..Default::default() }));
+        assert_eq!(body_json(&by_group)["topicList"][0], "StatTopic");
+        let all = call(&ctx, RemotingCommand::request(RequestCode::GetAllConsumerOffset as i32, 1));
+        assert!(std::str::from_utf8(&all.body).unwrap().contains("\"StatTopic@SG\":{1:2}"));
+    }
+
+    #[test]
+    fn connections_and_broker_consume_stats() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        let h = GetConsumerConnectionListRequestHeader { consumer_group: "CG".into(), ..Default::default() };
+        assert_eq!(call(&ctx, req(RequestCode::GetConsumerConnectionList, &h)).code, ResponseCode::ConsumerNotOnline.code());
+        ctx.groups.find("CG");
+        ctx.topics.update(TopicConfig::new("CTopic").with_queues(2, 2));
+        heartbeat_consumer(&ctx, "CG", "CTopic", "*", 1);
+        let r = call(&ctx, req(RequestCode::GetConsumerConnectionList, &h));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        let v = body_json(&r);
+        assert_eq!(v["connectionSet"][0]["clientId"], "client-1");
+        assert_eq!(v["messageModel"], "CLUSTERING");
+        assert_eq!(v["subscriptionTable"]["CTopic"]["subString"], "*");
+        let p = GetProducerConnectionListRequestHeader { producer_group: "NoPG".into(), ..Default::default() };
+        assert_eq!(call(&ctx, req(RequestCode::GetProducerConnectionList, &p)).code, ResponseCode::SystemError.code());
+        let r = call(&ctx, RemotingCommand::request(RequestCode::GetBrokerConsumeStats as i32, 1).with_ext("isOrder", "false"));
+        // MessageQueue object keys: only the fastjson-dialect reader parses this.
+        let v = json::parse(&r.body).unwrap();
+        let list = v.get("consumeStatsList").and_then(|l| l.as_array()).unwrap();
+        let per_topic = list[0].get("CG").and_then(|x| x.as_array()).unwrap();
+        let stats = ConsumeStats::decode(per_topic[0].to_json().as_bytes()).unwrap();
+        assert_eq!(stats.offset_table.len(), 2);
+    }
+
+    #[test]
+    fn broker_config_get_and_update() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        let r = call(&ctx, RemotingCommand::request(26, 1));
+        let text = std::str::from_utf8(&r.body).unwrap();
+        assert!(text.contains("brokerClusterName=DefaultCluster"));
+        assert!(r.ext_fields.get("version").unwrap().contains("counter"));
+        let up = |body: &str| call(&ctx, RemotingCommand::request(25, 1).with_body(body.to_string()));
+        assert_eq!(up("rocketmqHome=/x").code, ResponseCode::NoPermission.code());
+        assert_eq!(up("autoCreateTopicEnable=maybe").code, ResponseCode::InvalidParameter.code());
+        assert_eq!(up("noSuchKeyAtAll=1").code, ResponseCode::InvalidParameter.code());
+        assert_eq!(up("").code, ResponseCode::InvalidParameter.code());
+        assert_eq!(up("autoCreateTopicEnable=false").code, ResponseCode::SystemError.code(), "never a silent no-op");
+    }
+
+    #[test]
+    fn reset_offset_by_timestamp_server_side() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        ctx.topics.update(TopicConfig::new("RTopic").with_queues(1, 1));
+        for _ in 0..5 {
+            send_simple(&ctx, "RTopic", 0, "", b"x");
+        }
+        ctx.offsets.commit_offset("RG", "RTopic", 0, 5);
+        let mut r = RemotingCommand::request(222, 1);
+        r.ext_fields = fields(&[("group", "RG"), ("topic", "RTopic"), ("timestamp", "0"), ("isForce", "true")]);
+        let resp = call(&ctx, r.clone());
+        assert_eq!(resp.code, 0, "{:?}", resp.remark);
+        let body = ResetOffsetBody::decode(&resp.body).unwrap();
+        assert_eq!(body.offset_table.values().copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(ctx.offsets.peek_reset_offset("RG", "RTopic", 0), Some(0));
+        assert_eq!(ctx.offsets.query_offset("RG", "RTopic", 0), Some(0));
+        // Without force, a reset never moves a group forward.
+        ctx.offsets.commit_offset("RG", "RTopic", 0, 1);
+        r.ext_fields.insert("isForce", "false");
+        r.ext_fields.insert("timestamp", "-1");
+        let body = ResetOffsetBody::decode(&call(&ctx, r.clone()).body).unwrap();
+        assert_eq!(body.offset_table.values().copied().collect::<Vec<_>>(), vec![1]);
+        r.ext_fields.insert("topic", "Missing");
+        assert_eq!(call(&ctx, r).code, ResponseCode::TopicNotExist.code());
+    }
+
+    #[test]
+    fn reset_offset_legacy_push() {
+        let cfg = BrokerConfig { use_server_side_reset_offset: false, ..BrokerConfig::default() };
+        let (ctx, _) = test_context(cfg);
+        ctx.topics.update(TopicConfig::new("LTopic").with_queues(1, 1));
+        let mut r = RemotingCommand::request(222, 1);
+        r.ext_fields = fields(&[("group", "LG"), ("topic", "LTopic"), ("timestamp", "0"), ("isForce", "true")]);
+        assert_eq!(call(&ctx, r.clone()).code, ResponseCode::ConsumerNotOnline.code());
+        let ch = FakeChannel::new(7);
+        let hb = serde_json::json!({
+            "clientID": "c7",
+            "consumerDataSet": [{"groupName": "LG", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [{"topic": "LTopic", "subString": "*", "expressionType": "TAG", "subVersion": 1}]}]
+        });
+        crate::test_support::run_on(&ctx, RemotingCommand::request(34, 1).with_body(hb.to_string()), &ch);
+        assert_eq!(call(&ctx, r).code, 0);
+        let pushed = ch.sent().into_iter().find(|c| c.code == RequestCode::ResetConsumerClientOffset as i32).expect("220 pushed");
+        assert_eq!(pushed.ext_fields.get("group"), Some("LG"));
+        assert!(pushed.is_oneway());
+        assert!(ResetOffsetBody::decode(&pushed.body).is_ok());
+    }
+
+    #[test]
+    fn small_lookups() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        let r = call(&ctx, RemotingCommand::request(RequestCode::GetSystemTopicListFromBroker as i32, 1));
+        let v = body_json(&r);
+        let list: Vec<&str> = v["topicList"].as_array().unwrap().iter().filter_map(|x| x.as_str()).collect();
+        assert!(list.contains(&"SCHEDULE_TOPIC_XXXX") && list.contains(&"TBW102"));
+        assert_eq!(call(&ctx, RemotingCommand::request(306, 1)).code, 0);
+        assert_eq!(call(&ctx, RemotingCommand::request(316, 1)).code, 0);
+        let d = call(&ctx, RemotingCommand::request(RequestCode::GetAllDelayOffset as i32, 1));
+        assert!(std::str::from_utf8(&d.body).unwrap().contains("offsetTable"));
+        let big = RemotingCommand::request(200, 1).with_body(vec![b' '; MAX_ADMIN_BODY_BYTES + 1]);
+        assert_eq!(call(&ctx, big).code, ResponseCode::InvalidParameter.code());
+    }
+
+    #[test]
+    fn attribute_changes() {
+        let mut a = BTreeMap::new();
+        apply_attribute_changes(&mut a, "+x=1,+y=2").unwrap();
+        apply_attribute_changes(&mut a, "-x").unwrap();
+        assert_eq!(a.len(), 1);
+        assert!(apply_attribute_changes(&mut a, "x=1").is_err());
+        assert!(apply_attribute_changes(&mut a, "+=1").is_err());
+    }
+}

@@ -1,0 +1,637 @@
+//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): permission and subscription checks, tag /
+//! SQL92 filtering, the store read, GetMessageStatus → response code and next-offset rules,
+//! piggy-backed offset commit, long polling, and a zero-copy body (the stored records go out
+//! as `extra_body` chunks). features.md §e.1, headers.md §2.1.
+
+use std::sync::Arc;
+
+use ringmq_remoting::codes::{RequestCode, ResponseCode};
+use ringmq_remoting::header::HeaderError;
+use ringmq_remoting::message::record::{self, Decoded};
+use ringmq_remoting::message::tags::TagFilter;
+use ringmq_remoting::{ExtFields, RemotingCommand};
+
+use crate::client::consumer_manager::SubscriptionData;
+use crate::context::{
+    header_error, optional, required, BrokerContext, BrokerResponse, Handled, PropertyPredicate,
+    RequestCtx,
+};
+use crate::long_polling::HeldPull;
+use crate::metadata::topic_config as topics;
+use crate::store_api::{GetMessageResult, GetMessageStatus, MessageFilter};
+
+pub const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
+pub const PULL_FLAG_SUSPEND: i32 = 0x2;
+pub const PULL_FLAG_SUBSCRIPTION: i32 = 0x4;
+pub const PULL_FLAG_CLASS_FILTER: i32 = 0x8;
+pub const PULL_FLAG_LITE_PULL: i32 = 0x10;
+
+/// Longest a pull may be parked, whatever the client asks (an explicit bound on held state).
+const MAX_SUSPEND_MS: i64 = 3_600_000;
+
+/// `PullMessageRequestHeader`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PullHeader {
+    pub consumer_group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub max_msg_nums: i32,
+    pub sys_flag: i32,
+    pub commit_offset: i64,
+    pub suspend_timeout_ms: i64,
+    pub subscription: Option<String>,
+    pub sub_version: i64,
+    pub expression_type: Option<String>,
+    pub max_msg_bytes: Option<i32>,
+}
+
+impl PullHeader {
+    pub fn decode(f: &ExtFields) -> Result<Self, HeaderError> {
+        Ok(Self {
+            consumer_group: required(f, "consumerGroup")?,
+            topic: required(f, "topic")?,
+            queue_id: required(f, "queueId")?,
+            queue_offset: required(f, "queueOffset")?,
+            max_msg_nums: required(f, "maxMsgNums")?,
+            sys_flag: required(f, "sysFlag")?,
+            commit_offset: optional(f, "commitOffset")?.unwrap_or(0),
+            suspend_timeout_ms: optional(f, "suspendTimeoutMillis")?.unwrap_or(0),
+            subscription: optional(f, "subscription")?,
+            sub_version: optional(f, "subVersion")?.unwrap_or(0),
+            expression_type: optional(f, "expressionType")?,
+            max_msg_bytes: optional(f, "maxMsgBytes")?,
+        })
+    }
+}
+
+/// The filter a pull applies while reading.
+#[derive(Clone)]
+pub enum PullFilter {
+    Tag(TagFilter),
+    Sql(Arc<dyn PropertyPredicate>),
+}
+
+impl PullFilter {
+    /// Whether an arriving message (tagsCode, property bytes) wakes a held pull.
+    pub fn matches_arrival(&self, tags_code: i64, properties: &[u8]) -> bool {
+        match self {
+            PullFilter::Tag(t) => t.matches_tags_code(tags_code),
+            PullFilter::Sql(p) => std::str::from_utf8(properties)
+                .map(|s| p.matches(s))
+                .unwrap_or(false),
+        }
+    }
+}
+
+impl MessageFilter for PullFilter {
+    fn match_by_tags_code(&self, tags_code: Option<i64>) -> bool {
+        match (self, tags_code) {
+            (PullFilter::Tag(t), Some(code)) => t.matches_tags_code(code),
+            _ => true,
+        }
+    }
+
+    fn match_by_record(&self, rec: &[u8]) -> bool {
+        match self {
+            PullFilter::Tag(_) => true,
+            PullFilter::Sql(p) => match record::decode_record(rec, false) {
+                Ok(Decoded::Message(r)) => std::str::from_utf8(r.properties)
+                    .map(|s| p.matches(s))
+                    .unwrap_or(false),
+                _ => false,
+            },
+        }
+    }
+}
+
+enum Outcome {
+    Respond(BrokerResponse),
+    Suspend { filter: PullFilter, timeout_ms: i64 },
+}
+
+/// Processes a pull request.
+pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+    let header = match PullHeader::decode(&request.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return header_error(&request, e),
+    };
+    let peer = rc.peer_addr();
+    match execute(ctx, &request, &header, true, &peer.to_string()) {
+        Outcome::Respond(r) => Handled::Now(r),
+        Outcome::Suspend { filter, timeout_ms } => {
+            let deferred = rc.defer();
+            let (topic, queue_id, offset) =
+                (header.topic.clone(), header.queue_id, header.queue_offset);
+            let ctx2 = ctx.clone();
+            let peer = peer.to_string();
+            let matcher_filter = filter.clone();
+            ctx.hold.hold(
+                &topic,
+                queue_id,
+                HeldPull {
+                    offset,
+                    deadline_ms: crate::persist::now_ms() + timeout_ms,
+                    matcher: Box::new(move |code, props| {
+                        matcher_filter.matches_arrival(code, props)
+                    }),
+                    resume: Box::new(move || {
+                        let response = match execute(&ctx2, &request, &header, false, &peer) {
+                            Outcome::Respond(r) => r,
+                            Outcome::Suspend { .. } => unreachable_suspend(&request),
+                        };
+                        deferred(response);
+                    }),
+                },
+            );
+            // A message may have landed between the read and the parking: re-check once.
+            if ctx.store.max_offset_in_queue(&topic, queue_id) > offset {
+                ctx.hold.notify_max_offset(&topic, queue_id, offset + 1);
+            }
+            Handled::Later
+        }
+    }
+}
+
+fn unreachable_suspend(request: &RemotingCommand) -> BrokerResponse {
+    // execute() never suspends a re-run; answer "no new message" rather than panic.
+    request
+        .response_to(
+            ResponseCode::PullNotFound.code(),
+            Some("OFFSET_OVERFLOW_ONE".into()),
+        )
+        .into()
+}
+
+fn refuse(
+    request: &RemotingCommand,
+    code: ResponseCode,
+    remark: String,
+    forbidden: Option<i32>,
+) -> Outcome {
+    tracing::debug!(code = code.name(), "pull refused: {remark}");
+    let mut r = request.response_to(code.code(), Some(remark));
+    if let Some(kind) = forbidden {
+        r.ext_fields.insert("forbiddenType", kind.to_string());
+    }
+    Outcome::Respond(r.into())
+}
+
+/// One pull attempt. `first` = the request as received (may suspend and commit offsets);
+/// re-runs after long polling pass false.
+fn execute(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullHeader,
+    first: bool,
+    peer: &str,
+) -> Outcome {
+    let config = &ctx.config;
+    if !config.is_readable() {
+        return refuse(
+            request,
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                config.broker_ip1
+            ),
+            Some(1),
+        );
+    }
+    let lite = request.code == RequestCode::LitePullMessage.code()
+        || h.sys_flag & PULL_FLAG_LITE_PULL != 0;
+    if lite && !config.lite_pull_message_enable {
+        return refuse(
+            request,
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] for lite pull consumer is forbidden",
+                config.broker_ip1
+            ),
+            Some(1),
+        );
+    }
+    let Some(group_config) = ctx.groups.find(&h.consumer_group) else {
+        return refuse(
+            request,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+            None,
+        );
+    };
+    if !group_config.consume_enable {
+        return refuse(
+            request,
+            ResponseCode::NoPermission,
+            format!("subscription group no permission, {}", h.consumer_group),
+            Some(2),
+        );
+    }
+    let Some(topic_config) = ctx.topics.select(&h.topic) else {
+        return refuse(
+            request,
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+            None,
+        );
+    };
+    if !topic_config.is_readable() {
+        return refuse(
+            request,
+            ResponseCode::NoPermission,
+            format!("the topic[{}] pulling message is forbidden", h.topic),
+            Some(3),
+        );
+    }
+    if h.queue_id < 0 || h.queue_id as u32 >= topic_config.read_queue_nums {
+        return refuse(
+            request,
+            ResponseCode::InvalidParameter,
+            format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{peer}]",
+                h.queue_id, h.topic, topic_config.read_queue_nums
+            ),
+            None,
+        );
+    }
+
+    // Subscription: from the request, or the one the group registered by heartbeat.
+    let subscription = if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
+        SubscriptionData::build(
+            &h.topic,
+            h.subscription.as_deref().unwrap_or("*"),
+            h.expression_type.as_deref().unwrap_or("TAG"),
+            h.sub_version,
+        )
+    } else {
+        let Some(group_info) = ctx.consumers.group(&h.consumer_group) else {
+            return refuse(
+                request,
+                ResponseCode::SubscriptionNotExist,
+                format!(
+                    "the consumer's group info not exist, group: {}",
+                    h.consumer_group
+                ),
+                None,
+            );
+        };
+        if group_info.is_broadcasting() && !group_config.consume_broadcast_enable {
+            return refuse(
+                request,
+                ResponseCode::NoPermission,
+                format!(
+                    "the consumer group[{}] can not consume by broadcast way",
+                    h.consumer_group
+                ),
+                Some(4),
+            );
+        }
+        if ctx.groups.forbidden(&h.consumer_group, &h.topic) & topics::PERM_READ != 0 {
+            return refuse(
+                request,
+                ResponseCode::NoPermission,
+                format!(
+                    "the consumer group[{}] is forbidden for topic[{}]",
+                    h.consumer_group, h.topic
+                ),
+                Some(5),
+            );
+        }
+        let Some(sub) = group_info.subscriptions.get(&h.topic).cloned() else {
+            return refuse(
+                request,
+                ResponseCode::SubscriptionNotExist,
+                format!(
+                    "the consumer's subscription not exist, group: {} topic: {}",
+                    h.consumer_group, h.topic
+                ),
+                None,
+            );
+        };
+        if sub.sub_version < h.sub_version {
+            return refuse(
+                request,
+                ResponseCode::SubscriptionNotLatest,
+                format!(
+                    "the consumer's subscription not latest, group: {} {} < {}",
+                    h.consumer_group, sub.sub_version, h.sub_version
+                ),
+                None,
+            );
+        }
+        sub
+    };
+    let filter = if subscription.is_tag() {
+        PullFilter::Tag(subscription.tag_filter())
+    } else if subscription.expression_type != "SQL92" {
+        return refuse(
+            request,
+            ResponseCode::SubscriptionParseFailed,
+            format!("unknown expressionType {:?}", subscription.expression_type),
+            None,
+        );
+    } else if !config.enable_property_filter {
+        return refuse(
+            request,
+            ResponseCode::SystemError,
+            "The broker does not support consumer to filter message by SQL92".to_string(),
+            None,
+        );
+    } else if topics::is_retry_or_dlq_topic(&h.topic) {
+        // filterSupportRetry=false: retry messages are not SQL-filtered.
+        PullFilter::Tag(TagFilter::All)
+    } else {
+        match ctx.sql92.map(|compile| compile(&subscription.sub_string)) {
+            Some(Ok(predicate)) => PullFilter::Sql(predicate),
+            Some(Err(e)) => {
+                return refuse(
+                    request,
+                    ResponseCode::SubscriptionParseFailed,
+                    format!("parse the consumer's subscription failed: {e}"),
+                    None,
+                )
+            }
+            None => {
+                return refuse(
+                    request,
+                    ResponseCode::SystemError,
+                    "SQL92 filtering is not available in this broker build".to_string(),
+                    None,
+                )
+            }
+        }
+    };
+
+    let reset = if config.use_server_side_reset_offset {
+        ctx.offsets
+            .take_reset_offset(&h.consumer_group, &h.topic, h.queue_id)
+    } else {
+        None
+    };
+    let (code, status_name, result) = match reset {
+        Some(target) => {
+            let min = ctx.store.min_offset_in_queue(&h.topic, h.queue_id);
+            let max = ctx.store.max_offset_in_queue(&h.topic, h.queue_id);
+            let r = GetMessageResult::empty(GetMessageStatus::OffsetTooSmall, target, min, max);
+            (ResponseCode::PullOffsetMoved, "OFFSET_RESET", r)
+        }
+        None => {
+            let max_bytes = h.max_msg_bytes.filter(|b| *b > 0).unwrap_or(i32::MAX);
+            let result = ctx.store.get_message(
+                &h.topic,
+                h.queue_id,
+                h.queue_offset,
+                h.max_msg_nums.max(1),
+                max_bytes,
+                &filter,
+            );
+            let code = status_code(result.status, h.queue_offset);
+            (code, result.status.name(), result)
+        }
+    };
+
+    let mut response = request.response_to(code.code(), Some(status_name.to_string()));
+    let suggest = if config.slave_read_enable {
+        if result.suggest_pulling_from_slave {
+            group_config.which_broker_when_consume_slowly
+        } else {
+            group_config.broker_id
+        }
+    } else {
+        0
+    };
+    let f = &mut response.ext_fields;
+    f.insert("suggestWhichBrokerId", suggest.to_string());
+    f.insert("nextBeginOffset", result.next_begin_offset.to_string());
+    f.insert("minOffset", result.min_offset.to_string());
+    f.insert("maxOffset", result.max_offset.to_string());
+    f.insert("topicSysFlag", topic_config.topic_sys_flag.to_string());
+    f.insert("groupSysFlag", group_config.group_sys_flag.to_string());
+
+    ctx.offsets.record_pull_offset(
+        &h.consumer_group,
+        &h.topic,
+        h.queue_id,
+        result.next_begin_offset,
+    );
+    if first
+        && h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0
+        && config.is_master()
+        && h.commit_offset >= 0
+    {
+        ctx.offsets
+            .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    }
+
+    if code == ResponseCode::PullNotFound && first && h.sys_flag & PULL_FLAG_SUSPEND != 0 {
+        let timeout_ms = if config.long_polling_enable {
+            h.suspend_timeout_ms.clamp(0, MAX_SUSPEND_MS)
+        } else {
+            config.short_polling_time_ms as i64
+        };
+        return Outcome::Suspend { filter, timeout_ms };
+    }
+    let extra_body = if code == ResponseCode::Success {
+        result.messages
+    } else {
+        Vec::new()
+    };
+    Outcome::Respond(BrokerResponse {
+        command: response,
+        extra_body,
+    })
+}
+
+/// GetMessageStatus → response code (features.md §e.1).
+pub fn status_code(status: GetMessageStatus, request_offset: i64) -> ResponseCode {
+    use GetMessageStatus as S;
+    match status {
+        S::Found => ResponseCode::Success,
+        S::MessageWasRemoving | S::NoMatchedMessage => ResponseCode::PullRetryImmediately,
+        S::NoMatchedLogicQueue | S::NoMessageInQueue => {
+            if request_offset != 0 {
+                ResponseCode::PullOffsetMoved
+            } else {
+                ResponseCode::PullNotFound
+            }
+        }
+        S::OffsetFoundNull | S::OffsetOverflowOne => ResponseCode::PullNotFound,
+        S::OffsetOverflowBadly | S::OffsetTooSmall => ResponseCode::PullOffsetMoved,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::test_support::*;
+    use std::time::Duration;
+
+    fn pull(topic: &str, queue_offset: i64, sys_flag: i32, sub: Option<&str>) -> RemotingCommand {
+        let mut r = RemotingCommand::request(11, 3);
+        for (k, v) in [
+            ("consumerGroup", "G1"),
+            ("topic", topic),
+            ("queueId", "0"),
+            ("queueOffset", &queue_offset.to_string()),
+            ("maxMsgNums", "32"),
+            ("sysFlag", &sys_flag.to_string()),
+            ("commitOffset", "0"),
+            ("suspendTimeoutMillis", "300"),
+            ("subVersion", "0"),
+        ] {
+            r.ext_fields.insert(k, v);
+        }
+        if let Some(s) = sub {
+            r.ext_fields.insert("subscription", s);
+        }
+        r
+    }
+
+    #[test]
+    fn send_then_pull_returns_stored_records_zero_copy() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        send_simple(&ctx, "TopicP", 0, "TagA", b"one");
+        send_simple(&ctx, "TopicP", 0, "TagB", b"two");
+        let resp = run(&ctx, pull("TopicP", 0, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(resp.command.code, 0, "{:?}", resp.command.remark);
+        assert_eq!(resp.command.remark.as_deref(), Some("FOUND"));
+        assert_eq!(resp.extra_body.len(), 2);
+        assert_eq!(resp.command.ext_fields.get("nextBeginOffset"), Some("2"));
+        assert_eq!(resp.command.ext_fields.get("maxOffset"), Some("2"));
+        assert_eq!(
+            resp.command.ext_fields.get("suggestWhichBrokerId"),
+            Some("0")
+        );
+        let Decoded::Message(r) = record::decode_record(&resp.extra_body[1], true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.body, b"two");
+        // Tag filter: only TagB.
+        let resp = run(
+            &ctx,
+            pull("TopicP", 0, PULL_FLAG_SUBSCRIPTION, Some("TagB")),
+        );
+        assert_eq!(resp.extra_body.len(), 1);
+        // Nothing matches → retry immediately with the advanced offset.
+        let resp = run(
+            &ctx,
+            pull("TopicP", 0, PULL_FLAG_SUBSCRIPTION, Some("TagZ")),
+        );
+        assert_eq!(resp.command.code, ResponseCode::PullRetryImmediately.code());
+        assert_eq!(resp.command.ext_fields.get("nextBeginOffset"), Some("2"));
+    }
+
+    #[test]
+    fn offset_statuses_map_to_codes() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        send_simple(&ctx, "TopicO", 0, "", b"x");
+        let r = run(&ctx, pull("TopicO", 1, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(
+            (r.command.code, r.command.remark.as_deref()),
+            (19, Some("OFFSET_OVERFLOW_ONE"))
+        );
+        assert_eq!(r.command.ext_fields.get("nextBeginOffset"), Some("1"));
+        let r = run(&ctx, pull("TopicO", 9, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(r.command.code, 21);
+        assert_eq!(r.command.ext_fields.get("nextBeginOffset"), Some("1"));
+        ctx.topics
+            .update(crate::metadata::topic_config::TopicConfig::new("Empty"));
+        let r = run(&ctx, pull("Empty", 0, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(r.command.code, 19);
+        let r = run(&ctx, pull("Empty", 5, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(r.command.code, 21);
+        assert_eq!(r.command.ext_fields.get("nextBeginOffset"), Some("0"));
+        // server-side reset is one-shot
+        ctx.offsets.set_reset_offset("G1", "TopicO", 0, 0);
+        let r = run(&ctx, pull("TopicO", 1, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(
+            (r.command.code, r.command.remark.as_deref()),
+            (21, Some("OFFSET_RESET"))
+        );
+        let r = run(&ctx, pull("TopicO", 0, PULL_FLAG_SUBSCRIPTION, Some("*")));
+        assert_eq!(r.command.code, 0);
+    }
+
+    #[test]
+    fn checks_in_order() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        let mut r = pull("TopicX", 0, 0, None);
+        r.ext_fields.remove("queueOffset");
+        assert_eq!(run(&ctx, r).command.code, ResponseCode::SystemError.code());
+        assert_eq!(
+            run(&ctx, pull("NoSuchTopic", 0, 4, Some("*"))).command.code,
+            17
+        );
+        send_simple(&ctx, "TopicX", 0, "", b"x");
+        let mut r = pull("TopicX", 0, 4, Some("*"));
+        r.ext_fields.insert("queueId", "99");
+        assert_eq!(run(&ctx, r).command.code, 29);
+        // No heartbeat yet and no subscription bit: 24.
+        assert_eq!(run(&ctx, pull("TopicX", 0, 0, None)).command.code, 24);
+        // SQL92 without enablePropertyFilter: 1.
+        let mut r = pull("TopicX", 0, 4, Some("a > 1"));
+        r.ext_fields.insert("expressionType", "SQL92");
+        assert_eq!(run(&ctx, r).command.code, 1);
+        let mut bad_group = pull("TopicX", 0, 4, Some("*"));
+        bad_group.ext_fields.insert("consumerGroup", "bad group!");
+        assert_eq!(run(&ctx, bad_group).command.code, 26);
+        let cfg = BrokerConfig {
+            auto_create_subscription_group: false,
+            ..BrokerConfig::default()
+        };
+        let (ctx2, _) = test_context(cfg);
+        send_simple(&ctx2, "TopicX", 0, "", b"x");
+        assert_eq!(run(&ctx2, pull("TopicX", 0, 4, Some("*"))).command.code, 26);
+    }
+
+    #[test]
+    fn heartbeat_subscription_serves_pull_and_commit_piggyback() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        send_simple(&ctx, "TopicH", 0, "TagA", b"x");
+        heartbeat_consumer(&ctx, "G1", "TopicH", "TagA", 5);
+        let mut r = pull("TopicH", 0, PULL_FLAG_COMMIT_OFFSET, None);
+        r.ext_fields.insert("commitOffset", "0");
+        assert_eq!(run(&ctx, r).command.code, 0);
+        assert_eq!(ctx.offsets.query_offset("G1", "TopicH", 0), Some(0));
+        let mut newer = pull("TopicH", 0, 0, None);
+        newer.ext_fields.insert("subVersion", "6");
+        assert_eq!(run(&ctx, newer).command.code, 25);
+    }
+
+    #[test]
+    fn long_poll_wakes_on_arrival_and_times_out() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        ctx.topics
+            .update(crate::metadata::topic_config::TopicConfig::new("TopicL"));
+        let (handled, rx) = run_deferred(
+            &ctx,
+            pull(
+                "TopicL",
+                0,
+                PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND,
+                Some("TagA"),
+            ),
+        );
+        assert!(matches!(handled, Handled::Later));
+        assert_eq!(ctx.hold.held_count(), 1);
+        send_simple(&ctx, "TopicL", 0, "TagB", b"other tag: keeps holding");
+        assert!(rx.try_recv().is_err());
+        send_simple(&ctx, "TopicL", 0, "TagA", b"wake");
+        let resp = rx.recv_timeout(Duration::from_secs(2)).expect("woken");
+        assert_eq!(resp.command.code, 0);
+        assert_eq!(resp.extra_body.len(), 1);
+        // Timeout answers PULL_NOT_FOUND.
+        let (_, rx) = run_deferred(
+            &ctx,
+            pull(
+                "TopicL",
+                2,
+                PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND,
+                Some("*"),
+            ),
+        );
+        let resp = rx.recv_timeout(Duration::from_secs(3)).expect("expired");
+        assert_eq!(resp.command.code, 19);
+    }
+}

@@ -1,0 +1,142 @@
+//! Message lookup: VIEW_MESSAGE_BY_ID (33, by CommitLog offset) and QUERY_MESSAGE (12, by key
+//! or UNIQ_KEY within a time range through the index). headers.md §4. Bodies are the stored
+//! records, sent as zero-copy `extra_body` chunks.
+
+use ringmq_remoting::codes::ResponseCode;
+use ringmq_remoting::header::HeaderError;
+use ringmq_remoting::RemotingCommand;
+
+use crate::context::{
+    error_response, header_error, optional, required, BrokerContext, BrokerResponse, Handled,
+};
+
+/// Upper bound on records one QUERY_MESSAGE returns (`maxMsgsNumBatch`).
+const MAX_QUERY_RESULTS: usize = 64;
+
+pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let offset: i64 = match required(&request.ext_fields, "offset") {
+        Ok(o) => o,
+        Err(e) => return header_error(request, e),
+    };
+    match ctx.store.look_message_by_offset(offset) {
+        Some(record) => Handled::Now(BrokerResponse {
+            command: request.response_to(ResponseCode::Success.code(), None),
+            extra_body: vec![record],
+        }),
+        None => error_response(
+            request,
+            ResponseCode::SystemError,
+            format!("can not find message by the offset, {offset}"),
+        )
+        .into(),
+    }
+}
+
+pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    let f = &request.ext_fields;
+    let parsed = (|| -> Result<_, HeaderError> {
+        Ok((
+            required::<String>(f, "topic")?,
+            required::<String>(f, "key")?,
+            required::<i32>(f, "maxNum")?,
+            required::<i64>(f, "beginTimestamp")?,
+            required::<i64>(f, "endTimestamp")?,
+            optional::<bool>(f, "_UNIQUE_KEY_QUERY")?.unwrap_or(false),
+        ))
+    })();
+    let (topic, key, max_num, begin, end, unique) = match parsed {
+        Ok(p) => p,
+        Err(e) => return header_error(request, e),
+    };
+    let max = if unique {
+        ctx.config.default_query_max_num as usize
+    } else {
+        max_num.max(1) as usize
+    }
+    .min(MAX_QUERY_RESULTS);
+    let result = ctx.store.query_message(&topic, &key, max, begin, end);
+    if result.messages.is_empty() {
+        return error_response(
+            request,
+            ResponseCode::QueryNotFound,
+            "can not find message, maybe time range not correct",
+        )
+        .into();
+    }
+    let command = request
+        .response_to(ResponseCode::Success.code(), None)
+        .with_ext(
+            "indexLastUpdateTimestamp",
+            result.index_last_update_timestamp.to_string(),
+        )
+        .with_ext(
+            "indexLastUpdatePhyoffset",
+            result.index_last_update_phyoffset.to_string(),
+        );
+    Handled::Now(BrokerResponse {
+        command,
+        extra_body: result.messages,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::test_support::*;
+    use ringmq_remoting::message::id;
+
+    #[test]
+    fn view_and_query() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        let resp = send_simple(&ctx, "T", 0, "TagA", b"hello");
+        let msg_id =
+            id::decode_offset_msg_id(resp.command.ext_fields.get("msgId").unwrap()).unwrap();
+        let view = run(
+            &ctx,
+            RemotingCommand::request(33, 1)
+                .with_ext("offset", msg_id.commit_log_offset.to_string()),
+        );
+        assert_eq!(view.command.code, 0);
+        assert_eq!(view.extra_body.len(), 1);
+        let missing = run(
+            &ctx,
+            RemotingCommand::request(33, 1).with_ext("offset", "999999"),
+        );
+        assert_eq!(missing.command.code, 1);
+        assert_eq!(run(&ctx, RemotingCommand::request(33, 1)).command.code, 1);
+
+        let q = |key: &str, unique: bool| {
+            let mut r = RemotingCommand::request(12, 1)
+                .with_ext("topic", "T")
+                .with_ext("key", key)
+                .with_ext("maxNum", "32")
+                .with_ext("beginTimestamp", "0")
+                .with_ext("endTimestamp", i64::MAX.to_string());
+            if unique {
+                r = r.with_ext("_UNIQUE_KEY_QUERY", "true");
+            }
+            run(&ctx, r)
+        };
+        let uniq = resp
+            .command
+            .ext_fields
+            .get("transactionId")
+            .unwrap()
+            .to_string();
+        let by_uniq = q(&uniq, true);
+        assert_eq!(by_uniq.command.code, 0);
+        assert_eq!(by_uniq.extra_body.len(), 1);
+        assert!(by_uniq
+            .command
+            .ext_fields
+            .get("indexLastUpdatePhyoffset")
+            .is_some());
+        assert_eq!(
+            q("KEY-1", false).extra_body.len(),
+            1,
+            "KEYS property indexed"
+        );
+        assert_eq!(q("nothing", false).command.code, 22);
+    }
+}

@@ -1,0 +1,980 @@
+//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): validate the request,
+//! resolve (or auto-create) the topic, apply the retry/DLQ, delay-level and transaction-half
+//! rewrites, encode the CommitLog record(s) on the network core, hand them to the store, and
+//! answer from the store's completion (headers.md §1, store.md §5.6-5.7).
+//!
+//! Single vs batch is decided by the header's `batch`/`m` field, never by the code (C++ sends
+//! batches as 310 with `m: "1"`).
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use ringmq_remoting::codes::ResponseCode;
+use ringmq_remoting::header::{read_field, FieldValue, HeaderError};
+use ringmq_remoting::message::properties::{self, keys, MessageProperties};
+use ringmq_remoting::message::record::{self, RecordFields};
+use ringmq_remoting::message::{batch, id, sysflag};
+use ringmq_remoting::{ExtFields, RemotingCommand};
+
+use crate::context::{
+    error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
+};
+use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
+use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
+
+/// Wire keys of `SendMessageRequestHeader` (code 10) and `…V2` (310/320), same order.
+const V1_KEYS: [&str; 13] = [
+    "producerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "unitMode",
+    "maxReconsumeTimes",
+    "batch",
+];
+const V2_KEYS: [&str; 13] = [
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
+];
+
+/// The send header, borrowing its strings from the request's extFields (no copies on the
+/// hot path).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendHeader<'a> {
+    pub producer_group: &'a str,
+    pub topic: &'a str,
+    pub default_topic: &'a str,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp_ms: i64,
+    pub flag: i32,
+    pub properties: &'a str,
+    pub reconsume_times: i32,
+    pub unit_mode: bool,
+    pub max_reconsume_times: Option<i32>,
+    pub batch: bool,
+}
+
+fn req_str<'a>(f: &'a ExtFields, key: &'static str) -> Result<&'a str, HeaderError> {
+    f.get(key).ok_or(HeaderError::Missing { field: key })
+}
+
+fn req_num<T: FieldValue>(f: &ExtFields, key: &'static str) -> Result<T, HeaderError> {
+    read_field::<T>(f, key)?.ok_or(HeaderError::Missing { field: key })
+}
+
+impl<'a> SendHeader<'a> {
+    /// Decodes by code (10 → long names, 310/320 → one-letter names), falling back to the
+    /// other set when the expected one is absent: some clients mix them up.
+    pub fn decode(code: i32, fields: &'a ExtFields) -> Result<Self, HeaderError> {
+        let v2_first = code != 10;
+        let keys = match (
+            v2_first,
+            fields.get("a").is_some(),
+            fields.get("producerGroup").is_some(),
+        ) {
+            (true, false, true) => &V1_KEYS,
+            (false, true, false) => &V2_KEYS,
+            (true, _, _) => &V2_KEYS,
+            (false, _, _) => &V1_KEYS,
+        };
+        Ok(Self {
+            producer_group: req_str(fields, keys[0])?,
+            topic: req_str(fields, keys[1])?,
+            default_topic: fields
+                .get(keys[2])
+                .unwrap_or(topics::AUTO_CREATE_TOPIC_KEY_TOPIC),
+            default_topic_queue_nums: read_field::<i32>(fields, keys[3])?.unwrap_or(4),
+            queue_id: req_num(fields, keys[4])?,
+            sys_flag: read_field::<i32>(fields, keys[5])?.unwrap_or(0),
+            born_timestamp_ms: read_field::<i64>(fields, keys[6])?.unwrap_or(0),
+            flag: read_field::<i32>(fields, keys[7])?.unwrap_or(0),
+            properties: fields.get(keys[8]).unwrap_or(""),
+            reconsume_times: read_field::<i32>(fields, keys[9])?.unwrap_or(0),
+            unit_mode: read_field::<bool>(fields, keys[10])?.unwrap_or(false),
+            max_reconsume_times: read_field::<i32>(fields, keys[11])?,
+            batch: read_field::<bool>(fields, keys[12])?.unwrap_or(false),
+        })
+    }
+}
+
+thread_local! {
+    /// Per-core scratch for the stored property string (reused across sends).
+    static PROPS_SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
+    static RNG: std::cell::Cell<u64> = std::cell::Cell::new(seed());
+}
+
+fn seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(7);
+    t | 1
+}
+
+/// A cheap per-thread xorshift for random queue selection (no RNG dependency needed).
+pub(crate) fn random_below(n: u32) -> u32 {
+    if n <= 1 {
+        return 0;
+    }
+    RNG.with(|r| {
+        let mut x = r.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.set(x);
+        (x % n as u64) as u32
+    })
+}
+
+/// A message ready for the store, plus what the response needs.
+struct Prepared {
+    topic: String,
+    queue_id: i32,
+    sys_flag: i32,
+    records: BytesMut,
+    record_count: u32,
+    /// Record sizes (batches only), to compute each member's offsetMsgId.
+    sizes: Vec<u32>,
+    uniq_key: Option<String>,
+    keys: Option<String>,
+    wait_store_msg_ok: bool,
+}
+
+/// Processes a send request.
+pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+    let header = match SendHeader::decode(request.code, &request.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return header_error(&request, e),
+    };
+    let queued_ms = rc.queued_ms();
+    if ctx.config.broker_fast_failure_enable
+        && queued_ms >= ctx.config.wait_time_in_send_queue_ms
+        && queued_ms > 0
+    {
+        return reply_error(
+            &request,
+            ResponseCode::SystemBusy,
+            format!(
+                "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {queued_ms}ms, size of queue: 0"
+            ),
+        );
+    }
+    let born_host = rc.peer_addr();
+    let prepared = match prepare(ctx, &request, &header, born_host) {
+        Ok(p) => p,
+        Err((code, remark)) => return reply_error(&request, code, remark),
+    };
+    let oneway = request.is_oneway();
+    let response = request.response_to(ResponseCode::Success.code(), None);
+    let put = PutRequest {
+        topic: prepared.topic,
+        queue_id: prepared.queue_id,
+        sys_flag: prepared.sys_flag,
+        records: prepared.records,
+        record_count: prepared.record_count,
+        keys: prepared.keys,
+        wait_store_msg_ok: prepared.wait_store_msg_ok,
+    };
+    let topic_for_log = if oneway {
+        put.topic.clone()
+    } else {
+        String::new()
+    };
+    let queue_id = put.queue_id;
+    if oneway {
+        ctx.store.put(
+            put,
+            Box::new(move |result: PutResult| {
+                if !result.status_is_stored() {
+                    tracing::warn!(
+                        topic = topic_for_log,
+                        queue_id,
+                        status = result.status.name(),
+                        "oneway send not stored"
+                    );
+                }
+            }),
+        );
+        return Handled::Nothing;
+    }
+    let deferred = rc.defer();
+    let ctx2 = ctx.clone();
+    let sizes = prepared.sizes;
+    let uniq_key = prepared.uniq_key;
+    ctx.store.put(
+        put,
+        Box::new(move |result: PutResult| {
+            let command = put_response(
+                &ctx2,
+                response,
+                queue_id,
+                &sizes,
+                uniq_key.as_deref(),
+                &result,
+            );
+            deferred(BrokerResponse::from(command));
+        }),
+    );
+    Handled::Later
+}
+
+trait StoredStatus {
+    fn status_is_stored(&self) -> bool;
+}
+
+impl StoredStatus for PutResult {
+    fn status_is_stored(&self) -> bool {
+        matches!(
+            self.status,
+            PutMessageStatus::PutOk
+                | PutMessageStatus::FlushDiskTimeout
+                | PutMessageStatus::FlushSlaveTimeout
+                | PutMessageStatus::SlaveNotAvailable
+        )
+    }
+}
+
+fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) -> Handled {
+    tracing::warn!(code = code.name(), "send refused: {remark}");
+    if request.is_oneway() {
+        return Handled::Nothing;
+    }
+    error_response(request, code, remark).into()
+}
+
+type Refusal = (ResponseCode, String);
+
+/// Everything before the store: checks, topic resolution, rewrites, record encoding.
+fn prepare(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    header: &SendHeader<'_>,
+    born_host: SocketAddr,
+) -> Result<Prepared, Refusal> {
+    let config = &ctx.config;
+    if !config.is_master() {
+        return Err((
+            ResponseCode::ServiceNotAvailable,
+            format!(
+                "the broker[{}] is a slave and does not accept sends",
+                config.broker_ip1
+            ),
+        ));
+    }
+    if !config.is_writeable() {
+        return Err((
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                config.broker_ip1
+            ),
+        ));
+    }
+    let topic = header.topic;
+    topics::validate_topic(topic).map_err(|e| (ResponseCode::InvalidParameter, e))?;
+    if topics::is_not_allowed_send_topic(topic) {
+        return Err((
+            ResponseCode::NoPermission,
+            format!("Sending message to topic[{topic}] is forbidden."),
+        ));
+    }
+    if let Err(e) = properties::check_header_properties(header.properties) {
+        return Err((ResponseCode::MessageIllegal, e.to_string()));
+    }
+    let topic_sys_flag = if header.unit_mode { 1 } else { 0 };
+    let topic_config = match ctx.topics.create_topic_in_send(
+        config,
+        topic,
+        header.default_topic,
+        header.default_topic_queue_nums.max(1) as u32,
+        topic_sys_flag,
+    ) {
+        AutoCreate::Existing(tc) | AutoCreate::Created(tc) => tc,
+        AutoCreate::NotAllowed(why) => return Err((ResponseCode::TopicNotExist, why)),
+    };
+    if !topic_config.is_writeable() {
+        return Err((
+            ResponseCode::NoPermission,
+            format!(
+                "the topic[{topic}] sending message is forbidden (perm {})",
+                topic_config.perm
+            ),
+        ));
+    }
+    let max_queues = topic_config.max_queue_nums() as i32;
+    let mut queue_id = header.queue_id;
+    if queue_id >= max_queues {
+        return Err((
+            ResponseCode::InvalidParameter,
+            format!(
+                "request queueId[{queue_id}] is illegal, topic[{topic}] has {max_queues} queues (read {} write {}), broker {}",
+                topic_config.read_queue_nums, topic_config.write_queue_nums, config.broker_ip1
+            ),
+        ));
+    }
+    if queue_id < 0 {
+        queue_id = random_below(topic_config.write_queue_nums.max(1)) as i32;
+    }
+    let mut sys_flag = header.sys_flag;
+    if topic_config.is_multi_tag() {
+        sys_flag |= sysflag::MULTI_TAGS_FLAG;
+    }
+    let max_body = config.max_message_size_bytes as usize;
+    if request.body.len() > max_body {
+        return Err((
+            ResponseCode::MessageIllegal,
+            format!(
+                "the message body size {} bytes exceeds maxMessageSize {max_body} bytes",
+                request.body.len()
+            ),
+        ));
+    }
+    if header.batch {
+        prepare_batch(ctx, request, header, topic, queue_id, sys_flag, born_host)
+    } else {
+        prepare_single(
+            ctx,
+            request,
+            header,
+            topic.to_string(),
+            queue_id,
+            sys_flag,
+            born_host,
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn prepare_single(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    header: &SendHeader<'_>,
+    mut topic: String,
+    mut queue_id: i32,
+    mut sys_flag: i32,
+    born_host: SocketAddr,
+) -> Result<Prepared, Refusal> {
+    let config = &ctx.config;
+    let raw = header.properties;
+    // One pass over the properties for everything the broker reacts to.
+    let (mut uniq, mut delay, mut tran, mut pop_ck, mut keys_prop, mut wait) =
+        (None, None, false, false, None, true);
+    for (k, v) in properties::iter(raw) {
+        match k {
+            keys::UNIQ_KEY => uniq = Some(v),
+            keys::DELAY => delay = Some(v),
+            keys::TRAN_MSG => tran = v.eq_ignore_ascii_case("true"),
+            keys::POP_CK => pop_ck = true,
+            keys::KEYS => keys_prop = Some(v),
+            keys::WAIT => wait = !v.eq_ignore_ascii_case("false"),
+            _ => {}
+        }
+    }
+    let delay_level: i32 = match delay {
+        Some(d) => d.trim().parse().map_err(|_| {
+            (
+                ResponseCode::MessageIllegal,
+                format!("the DELAY property {d:?} is not an integer delay level"),
+            )
+        })?,
+        None => 0,
+    };
+    let uniq_key: String = match uniq {
+        Some(u) => u.to_string(),
+        None => ctx
+            .uniq_keys
+            .lock()
+            .map(|mut g| g.next_id(crate::persist::now_ms()))
+            .unwrap_or_default(),
+    };
+    let keys_owned = keys_prop.map(str::to_string);
+
+    // Retry topic: DLQ when the message has been reconsumed too often (or the group holds
+    // orderly locks).
+    let mut to_dlq = false;
+    if let Some(group) = topic.strip_prefix(topics::RETRY_GROUP_TOPIC_PREFIX) {
+        let Some(group_config) = ctx.groups.find(group) else {
+            return Err((
+                ResponseCode::SubscriptionGroupNotExist,
+                format!("subscription group not exist, {group}"),
+            ));
+        };
+        let max_reconsume = header
+            .max_reconsume_times
+            .unwrap_or(group_config.retry_max_times);
+        if header.reconsume_times > max_reconsume || ctx.locks.has_unexpired_lock(group) {
+            let dlq = topics::dlq_topic(group);
+            let tc = ctx
+                .topics
+                .create_topic_of_retry(&dlq, 1, PERM_READ | PERM_WRITE);
+            if !tc.is_writeable() {
+                return Err((
+                    ResponseCode::NoPermission,
+                    format!("the topic[{dlq}] sending message is forbidden"),
+                ));
+            }
+            tracing::info!(
+                group,
+                reconsume = header.reconsume_times,
+                max_reconsume,
+                "retry message goes to {dlq}"
+            );
+            topic = dlq;
+            queue_id = 0;
+            to_dlq = true;
+        }
+    }
+    let half = tran && !(header.reconsume_times > 0 && delay_level > 0);
+    if half && config.reject_transaction_message {
+        return Err((
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending transaction message is forbidden",
+                config.broker_ip1
+            ),
+        ));
+    }
+    let tx_type = sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+    let scheduled = !half
+        && !to_dlq
+        && delay_level > 0
+        && (tx_type == sysflag::TRANSACTION_NOT_TYPE
+            || tx_type == sysflag::TRANSACTION_COMMIT_TYPE);
+
+    let mut records = BytesMut::new();
+    let encoded = PROPS_SCRATCH.with(|scratch| {
+        let mut props = scratch.borrow_mut();
+        props.clear();
+        if !(to_dlq || half || scheduled || pop_ck) {
+            // Fast path: the client's string verbatim, plus what the broker always adds.
+            props.extend_from_slice(raw.as_bytes());
+            if !props.is_empty() && props.last() != Some(&properties::PROPERTY_SEPARATOR) {
+                props.push(properties::PROPERTY_SEPARATOR);
+            }
+            if uniq.is_none() {
+                properties::encode_entry_into(&mut props, keys::UNIQ_KEY, &uniq_key);
+            }
+            properties::encode_entry_into(&mut props, keys::CLUSTER, &config.broker_cluster_name);
+        } else {
+            let mut map = MessageProperties::parse(raw);
+            map.remove(keys::POP_CK);
+            let _ = map.insert(keys::UNIQ_KEY, &uniq_key);
+            let _ = map.insert(keys::CLUSTER, &config.broker_cluster_name);
+            if to_dlq {
+                let _ = map.insert(keys::DELAY, "0");
+            } else if half {
+                let _ = map.insert(keys::TRANSACTION_ID, &uniq_key);
+                let _ = map.insert(keys::REAL_TOPIC, &topic);
+                let _ = map.insert(keys::REAL_QID, &queue_id.to_string());
+                topic = topics::TRANS_HALF_TOPIC.to_string();
+                queue_id = 0;
+                sys_flag =
+                    sysflag::reset_transaction_value(sys_flag, sysflag::TransactionType::NotType);
+            } else if scheduled {
+                // The schedule module's put hook: REAL_TOPIC/REAL_QID, level clamp, queue.
+                if let Some(parked) =
+                    crate::schedule::park_delayed(&mut map, &topic, queue_id, delay_level, ctx.delay_levels_ms.len())
+                {
+                    topic = parked.topic;
+                    queue_id = parked.queue_id;
+                }
+            }
+            map.encode_into(&mut props);
+        }
+        let fields = RecordFields {
+            queue_id,
+            flag: header.flag,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag,
+            born_timestamp_ms: header.born_timestamp_ms,
+            born_host,
+            store_timestamp_ms: 0,
+            store_host: ctx.store_host,
+            reconsume_times: header.reconsume_times,
+            prepared_transaction_offset: 0,
+            body: &request.body,
+            topic: &topic,
+            properties: &props,
+        };
+        record::encode_record(&fields, &mut records)
+    });
+    if let Err(e) = encoded {
+        return Err((
+            ResponseCode::MessageIllegal,
+            format!("the message cannot be stored: {e}"),
+        ));
+    }
+    Ok(Prepared {
+        topic,
+        queue_id,
+        sys_flag,
+        records,
+        record_count: 1,
+        sizes: Vec::new(),
+        uniq_key: Some(uniq_key),
+        keys: keys_owned,
+        wait_store_msg_ok: wait,
+    })
+}
+
+fn prepare_batch(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    header: &SendHeader<'_>,
+    topic: &str,
+    queue_id: i32,
+    sys_flag: i32,
+    born_host: SocketAddr,
+) -> Result<Prepared, Refusal> {
+    if topic.len() > topics::TOPIC_MAX_LENGTH {
+        return Err((
+            ResponseCode::MessageIllegal,
+            format!("message topic length too long {}", topic.len()),
+        ));
+    }
+    if topic.starts_with(topics::RETRY_GROUP_TOPIC_PREFIX) {
+        return Err((
+            ResponseCode::MessageIllegal,
+            "batch request does not support retry group".to_string(),
+        ));
+    }
+    if sys_flag & sysflag::TRANSACTION_TYPE_MASK == sysflag::TRANSACTION_PREPARED_TYPE {
+        return Err((
+            ResponseCode::MessageIllegal,
+            "batch messages cannot be transactional".to_string(),
+        ));
+    }
+    let items = batch::decode_batch(&request.body, ctx.config.max_message_size_bytes as usize)
+        .map_err(|e| (ResponseCode::MessageIllegal, format!("bad batch body: {e}")))?;
+    let mut records = BytesMut::with_capacity(request.body.len() + items.len() * 160);
+    let mut sizes = Vec::with_capacity(items.len());
+    let mut wait = true;
+    for item in &items {
+        if properties::find_bytes(item.properties, keys::DELAY.as_bytes())
+            .is_some_and(|d| d != b"0")
+        {
+            return Err((
+                ResponseCode::MessageIllegal,
+                "batch messages cannot carry a delay level".to_string(),
+            ));
+        }
+        if properties::find_bytes(item.properties, keys::WAIT.as_bytes())
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"false"))
+        {
+            wait = false;
+        }
+        let fields = RecordFields {
+            queue_id,
+            flag: item.flag,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag,
+            born_timestamp_ms: header.born_timestamp_ms,
+            born_host,
+            store_timestamp_ms: 0,
+            store_host: ctx.store_host,
+            reconsume_times: header.reconsume_times,
+            prepared_transaction_offset: 0,
+            body: item.body,
+            topic,
+            properties: item.properties,
+        };
+        let size = record::encode_record(&fields, &mut records).map_err(|e| {
+            (
+                ResponseCode::MessageIllegal,
+                format!("batch member cannot be stored: {e}"),
+            )
+        })?;
+        sizes.push(size as u32);
+    }
+    let uniq_key = properties::find(header.properties, keys::UNIQ_KEY).map(str::to_string);
+    Ok(Prepared {
+        topic: topic.to_string(),
+        queue_id,
+        sys_flag,
+        records,
+        record_count: items.len() as u32,
+        sizes,
+        uniq_key,
+        keys: None,
+        wait_store_msg_ok: wait,
+    })
+}
+
+/// The send response for a store outcome (store.md §5.7).
+fn put_response(
+    ctx: &BrokerContext,
+    mut response: RemotingCommand,
+    queue_id: i32,
+    sizes: &[u32],
+    uniq_key: Option<&str>,
+    result: &PutResult,
+) -> RemotingCommand {
+    use PutMessageStatus as S;
+    let (code, remark): (ResponseCode, Option<String>) = match result.status {
+        S::PutOk => (ResponseCode::Success, None),
+        S::FlushDiskTimeout => (ResponseCode::FlushDiskTimeout, None),
+        S::FlushSlaveTimeout => (ResponseCode::FlushSlaveTimeout, None),
+        S::SlaveNotAvailable => (ResponseCode::SlaveNotAvailable, None),
+        S::ServiceNotAvailable => (
+            ResponseCode::ServiceNotAvailable,
+            Some("service not available now. It may be caused by one of the following reasons: the broker's disk is full, messages are put to the slave, message store has been shut down, etc.".to_string()),
+        ),
+        S::CreateMappedFileFailed => (ResponseCode::SystemError, Some("create mapped file failed, server is busy or broken.".to_string())),
+        S::MessageIllegal | S::PropertiesSizeExceeded => (
+            ResponseCode::MessageIllegal,
+            Some(format!(
+                "the message is illegal, maybe msg body or properties length not matched. msg body length limit {}B, msg properties length limit 32KB.",
+                ctx.config.max_message_size_bytes
+            )),
+        ),
+        S::OsPageCacheBusy => (
+            ResponseCode::SystemBusy,
+            Some("[PC_SYNCHRONIZED]broker busy, start flow control for a while".to_string()),
+        ),
+        S::InSyncReplicasNotEnough => (ResponseCode::SystemError, Some("in-sync replicas not enough".to_string())),
+        S::LmqConsumeQueueNumExceeded => (
+            ResponseCode::SystemError,
+            Some("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq consumeQueue num exceed maxLmqConsumeQueueNum config num".to_string()),
+        ),
+        S::WheelTimerMsgIllegal => (ResponseCode::MessageIllegal, Some("timer message delay exceeds the maximum".to_string())),
+        S::WheelTimerFlowControl => (ResponseCode::SystemError, Some("timer message is under flow control".to_string())),
+        S::WheelTimerNotEnable => (ResponseCode::SystemError, Some("accurate timer message is not enabled, timerWheelEnable is false".to_string())),
+        S::UnknownError | S::PutToRemoteBrokerFail => (ResponseCode::SystemError, Some("UNKNOWN_ERROR".to_string())),
+    };
+    response.code = code.code();
+    response.remark = remark;
+    if !result.status_is_stored() {
+        tracing::warn!(status = result.status.name(), "send not stored");
+        return response;
+    }
+    let msg_id = if sizes.len() > 1 {
+        let mut joined = String::with_capacity(sizes.len() * 33);
+        let mut offset = result.wrote_offset;
+        for (i, size) in sizes.iter().enumerate() {
+            if i > 0 {
+                joined.push(',');
+            }
+            id::write_offset_msg_id(&mut joined, &ctx.store_host, offset);
+            offset += *size as i64;
+        }
+        joined
+    } else {
+        id::encode_offset_msg_id(&ctx.store_host, result.wrote_offset)
+    };
+    let f = &mut response.ext_fields;
+    f.insert("msgId", msg_id);
+    f.insert("queueId", queue_id.to_string());
+    f.insert("queueOffset", result.queue_offset.to_string());
+    if let Some(u) = uniq_key {
+        f.insert("transactionId", u);
+    }
+    f.insert(keys::MSG_REGION, ctx.config.region_id.as_str());
+    f.insert(
+        keys::TRACE_ON,
+        if ctx.config.trace_on { "true" } else { "false" },
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::store_api::{AcceptAll, BrokerStore};
+    use crate::test_support::*;
+    use ringmq_remoting::message::record::{decode_record, Decoded};
+
+    fn v2(topic: &str, props: &str) -> RemotingCommand {
+        let mut r = RemotingCommand::request(310, 7);
+        for (k, v) in [
+            ("a", "PG"),
+            ("b", topic),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "0"),
+            ("f", "0"),
+            ("g", "1700000000000"),
+            ("h", "0"),
+            ("i", props),
+            ("j", "0"),
+            ("k", "false"),
+        ] {
+            r.ext_fields.insert(k, v);
+        }
+        r.with_body(&b"Hello"[..])
+    }
+
+    #[test]
+    fn sends_single_message_and_answers_with_offset_msg_id() {
+        let (ctx, store) = test_context(BrokerConfig::default());
+        let req = v2(
+            "TopicA",
+            "TAGS\u{1}TagA\u{2}UNIQ_KEY\u{1}ABC\u{2}WAIT\u{1}true\u{2}",
+        );
+        let resp = run(&ctx, req);
+        assert_eq!(resp.command.code, 0, "{:?}", resp.command.remark);
+        let f = &resp.command.ext_fields;
+        assert_eq!(f.get("queueId"), Some("0"));
+        assert_eq!(f.get("queueOffset"), Some("0"));
+        assert_eq!(f.get("transactionId"), Some("ABC"));
+        assert_eq!(f.get("MSG_REGION"), Some("DefaultRegion"));
+        assert_eq!(f.get("TRACE_ON"), Some("true"));
+        let msg_id = id::decode_offset_msg_id(f.get("msgId").unwrap()).unwrap();
+        let stored = store
+            .look_message_by_offset(msg_id.commit_log_offset)
+            .unwrap();
+        let Decoded::Message(rec) = decode_record(&stored, true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(rec.body, b"Hello");
+        assert_eq!(rec.topic().unwrap(), "TopicA");
+        let props = std::str::from_utf8(rec.properties).unwrap();
+        assert_eq!(properties::find(props, "TAGS"), Some("TagA"));
+        assert_eq!(properties::find(props, "CLUSTER"), Some("DefaultCluster"));
+        assert_eq!(rec.born_timestamp_ms, 1_700_000_000_000);
+        // auto-created from TBW102 with the client's 4 queues
+        assert_eq!(ctx.topics.select("TopicA").unwrap().write_queue_nums, 4);
+    }
+
+    #[test]
+    fn v1_long_names_and_generated_uniq_key() {
+        let (ctx, store) = test_context(BrokerConfig::default());
+        let mut r = RemotingCommand::request(10, 1);
+        for (k, v) in [
+            ("producerGroup", "PG"),
+            ("topic", "TopicB"),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", "-1"),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1"),
+            ("flag", "0"),
+            ("properties", ""),
+        ] {
+            r.ext_fields.insert(k, v);
+        }
+        let resp = run(&ctx, r.with_body(&b"x"[..]));
+        assert_eq!(resp.command.code, 0, "{:?}", resp.command.remark);
+        let uniq = resp
+            .command
+            .ext_fields
+            .get("transactionId")
+            .unwrap()
+            .to_string();
+        assert_eq!(uniq.len(), 32);
+        let got = store.get_message(
+            "TopicB",
+            resp.command
+                .ext_fields
+                .get("queueId")
+                .unwrap()
+                .parse()
+                .unwrap(),
+            0,
+            1,
+            1 << 20,
+            &AcceptAll,
+        );
+        assert_eq!(got.messages.len(), 1);
+    }
+
+    #[test]
+    fn batch_by_field_not_code() {
+        let (ctx, store) = test_context(BrokerConfig::default());
+        let mut body = Vec::new();
+        for i in 0..3 {
+            batch::encode_batch_item(
+                &mut body,
+                0,
+                format!("m{i}").as_bytes(),
+                format!("UNIQ_KEY\u{1}U{i}\u{2}").as_bytes(),
+            )
+            .unwrap();
+        }
+        let mut req = v2("TopicC", "");
+        req.ext_fields.insert("m", "1");
+        let resp = run(&ctx, req.with_body(body));
+        assert_eq!(resp.command.code, 0, "{:?}", resp.command.remark);
+        let ids: Vec<&str> = resp
+            .command
+            .ext_fields
+            .get("msgId")
+            .unwrap()
+            .split(',')
+            .collect();
+        assert_eq!(ids.len(), 3);
+        let got = store.get_message("TopicC", 0, 0, 10, 1 << 20, &AcceptAll);
+        assert_eq!(got.messages.len(), 3);
+        let Decoded::Message(r2) = decode_record(&got.messages[2], true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r2.body, b"m2");
+        assert_eq!(r2.queue_offset, 2);
+    }
+
+    #[test]
+    fn bad_input_gets_rocketmq_codes() {
+        let (ctx, store) = test_context(BrokerConfig::default());
+        // missing required header
+        let mut r = v2("T", "");
+        r.ext_fields.remove("b");
+        assert_eq!(run(&ctx, r).command.code, ResponseCode::SystemError.code());
+        // malformed number
+        let mut r = v2("T", "");
+        r.ext_fields.insert("e", "zero");
+        let resp = run(&ctx, r);
+        assert_eq!(resp.command.code, ResponseCode::SystemError.code());
+        assert!(resp.command.remark.unwrap().contains('e'));
+        assert_eq!(
+            run(&ctx, v2("bad topic", "")).command.code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            run(&ctx, v2(&"x".repeat(128), "")).command.code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            run(&ctx, v2("SCHEDULE_TOPIC_XXXX", "")).command.code,
+            ResponseCode::NoPermission.code()
+        );
+        let mut r = v2("T", "");
+        r.ext_fields.insert("c", "NoTemplate");
+        assert_eq!(
+            run(&ctx, r).command.code,
+            ResponseCode::TopicNotExist.code()
+        );
+        let mut r = v2("TopicQ", "");
+        r.ext_fields.insert("e", "99");
+        assert_eq!(
+            run(&ctx, r).command.code,
+            ResponseCode::InvalidParameter.code()
+        );
+        let big = v2("TopicBig", "").with_body(vec![0u8; 4 * 1024 * 1024 + 1]);
+        assert_eq!(
+            run(&ctx, big).command.code,
+            ResponseCode::MessageIllegal.code()
+        );
+        let mut bad_batch = v2("TopicBB", "");
+        bad_batch.ext_fields.insert("m", "true");
+        assert_eq!(
+            run(&ctx, bad_batch.with_body(&b"\x00\x00\x00\x30garbage"[..]))
+                .command
+                .code,
+            ResponseCode::MessageIllegal.code()
+        );
+        let mut bad_delay = v2("TopicD", "DELAY\u{1}soon\u{2}");
+        bad_delay.ext_fields.insert("i", "DELAY\u{1}soon\u{2}");
+        assert_eq!(
+            run(&ctx, bad_delay).command.code,
+            ResponseCode::MessageIllegal.code()
+        );
+        // store statuses
+        store.force_put_status(Some(PutMessageStatus::OsPageCacheBusy));
+        let resp = run(&ctx, v2("TopicA", ""));
+        assert_eq!(resp.command.code, ResponseCode::SystemBusy.code());
+        assert!(resp
+            .command
+            .remark
+            .unwrap()
+            .starts_with("[PC_SYNCHRONIZED]"));
+        store.force_put_status(Some(PutMessageStatus::FlushDiskTimeout));
+        let resp = run(&ctx, v2("TopicA", ""));
+        assert_eq!(resp.command.code, ResponseCode::FlushDiskTimeout.code());
+        assert!(
+            resp.command.ext_fields.get("msgId").is_some(),
+            "stored-with-status keeps the header"
+        );
+        store.force_put_status(Some(PutMessageStatus::ServiceNotAvailable));
+        assert_eq!(
+            run(&ctx, v2("TopicA", "")).command.code,
+            ResponseCode::ServiceNotAvailable.code()
+        );
+        store.force_put_status(Some(PutMessageStatus::MessageIllegal));
+        assert_eq!(
+            run(&ctx, v2("TopicA", "")).command.code,
+            ResponseCode::MessageIllegal.code()
+        );
+    }
+
+    #[test]
+    fn queued_too_long_is_timeout_clean_queue() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        let resp = run_with_queue_delay(&ctx, v2("TopicA", ""), 250);
+        assert_eq!(resp.command.code, ResponseCode::SystemBusy.code());
+        assert!(resp
+            .command
+            .remark
+            .unwrap()
+            .starts_with("[TIMEOUT_CLEAN_QUEUE]"));
+    }
+
+    #[test]
+    fn delay_level_goes_to_schedule_topic() {
+        let (ctx, store) = test_context(BrokerConfig::default());
+        let resp = run(&ctx, v2("TopicA", "DELAY\u{1}3\u{2}UNIQ_KEY\u{1}U\u{2}"));
+        assert_eq!(resp.command.code, 0);
+        let got = store.get_message("SCHEDULE_TOPIC_XXXX", 2, 0, 1, 1 << 20, &AcceptAll);
+        let Decoded::Message(rec) = decode_record(&got.messages[0], false).unwrap() else {
+            panic!()
+        };
+        let props = std::str::from_utf8(rec.properties).unwrap();
+        assert_eq!(properties::find(props, "REAL_TOPIC"), Some("TopicA"));
+        assert_eq!(properties::find(props, "REAL_QID"), Some("0"));
+        assert_eq!(store.max_offset_in_queue("TopicA", 0), 0);
+    }
+
+    #[test]
+    fn retry_over_max_goes_to_dlq_and_half_message_to_half_topic() {
+        let (ctx, store) = test_context(BrokerConfig::default());
+        let mut r = v2("%RETRY%G1", "UNIQ_KEY\u{1}U\u{2}");
+        r.ext_fields.insert("j", "17");
+        r.ext_fields.insert("l", "16");
+        assert_eq!(run(&ctx, r).command.code, 0);
+        assert_eq!(store.max_offset_in_queue("%DLQ%G1", 0), 1);
+        let r = v2(
+            "TopicT",
+            "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}PG\u{2}UNIQ_KEY\u{1}TX1\u{2}",
+        );
+        let resp = run(&ctx, r);
+        assert_eq!(resp.command.code, 0);
+        assert_eq!(resp.command.ext_fields.get("transactionId"), Some("TX1"));
+        let got = store.get_message("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0, 1, 1 << 20, &AcceptAll);
+        let Decoded::Message(rec) = decode_record(&got.messages[0], false).unwrap() else {
+            panic!()
+        };
+        let props = std::str::from_utf8(rec.properties).unwrap();
+        assert_eq!(properties::find(props, "REAL_TOPIC"), Some("TopicT"));
+        assert_eq!(properties::find(props, "__transactionId__"), Some("TX1"));
+        let cfg = BrokerConfig {
+            reject_transaction_message: true,
+            ..BrokerConfig::default()
+        };
+        let (ctx2, _) = test_context(cfg);
+        let r = v2("TopicT", "TRAN_MSG\u{1}true\u{2}");
+        assert_eq!(
+            run(&ctx2, r).command.code,
+            ResponseCode::NoPermission.code()
+        );
+    }
+
+    #[test]
+    fn cpp_numeric_and_boolean_forms_accepted() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        let mut r = v2("TopicCpp", "");
+        r.ext_fields.insert("k", "0");
+        r.ext_fields.insert("AccessKey", "");
+        r.ext_fields.insert("Signature", "");
+        assert_eq!(run(&ctx, r).command.code, 0);
+    }
+}

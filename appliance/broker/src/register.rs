@@ -1,0 +1,240 @@
+//! Name-server registration (features.md §h.2, headers.md §8.2-8.3): REGISTER_BROKER to every
+//! name server every `registerNameServerPeriod` (30 s) and right after a topic change, with the
+//! topic table as `RegisterBrokerBody`; UNREGISTER_BROKER at shutdown.
+//!
+//! Runs on its own control thread with blocking sockets: registration is off the hot cores and
+//! a slow or dead name server only delays this thread (bounded by `registerBrokerTimeoutMills`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ringmq_remoting::codes::{RequestCode, ResponseCode};
+use ringmq_remoting::{FrameDecoder, RemotingCommand};
+
+use crate::context::BrokerContext;
+
+static OPAQUE: AtomicI32 = AtomicI32::new(1);
+
+/// Sends one request and waits for its response on a fresh connection, within `timeout`.
+pub fn call(
+    addr: &str,
+    request: &RemotingCommand,
+    timeout: Duration,
+) -> Result<RemotingCommand, String> {
+    let sock: SocketAddr = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("bad name server address {addr:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("name server address {addr:?} resolves to nothing"))?;
+    let deadline = Instant::now() + timeout;
+    let mut stream =
+        TcpStream::connect_timeout(&sock, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let mut out = BytesMut::new();
+    request.encode(&mut out);
+    stream.set_write_timeout(Some(timeout)).ok();
+    stream
+        .write_all(&out)
+        .map_err(|e| format!("write to {addr}: {e}"))?;
+    let decoder = FrameDecoder::default();
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut chunk = [0u8; 8192];
+    loop {
+        while let Some(cmd) = decoder
+            .decode(&mut buf)
+            .map_err(|e| format!("bad frame from {addr}: {e}"))?
+        {
+            if cmd.is_response() && cmd.opaque == request.opaque {
+                return Ok(cmd);
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "{addr} did not answer within {} ms",
+                timeout.as_millis()
+            ));
+        }
+        stream.set_read_timeout(Some(left)).ok();
+        let n = stream
+            .read(&mut chunk)
+            .map_err(|e| format!("read from {addr}: {e}"))?;
+        if n == 0 {
+            return Err(format!("{addr} closed the connection before answering"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The REGISTER_BROKER body: `{"filterServerList":[],"topicConfigSerializeWrapper":{…}}`.
+pub fn register_body(ctx: &BrokerContext) -> String {
+    let wrapper = ctx.topics.wrapper();
+    let dv = wrapper.data_version.to_json();
+    let table =
+        serde_json::to_string(&wrapper.topic_config_table).unwrap_or_else(|_| "{}".to_string());
+    format!(
+        "{{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{{\"dataVersion\":{dv},\"mappingDataVersion\":{dv},\"topicConfigTable\":{table},\"topicQueueMappingDetailMap\":{{}},\"topicQueueMappingInfoMap\":{{}}}}}}"
+    )
+}
+
+fn register_request(ctx: &BrokerContext) -> RemotingCommand {
+    let body = register_body(ctx);
+    let crc = (crc32fast::hash(body.as_bytes()) & 0x7FFF_FFFF) as i32;
+    let c = &ctx.config;
+    RemotingCommand::request(
+        RequestCode::RegisterBroker.code(),
+        OPAQUE.fetch_add(1, Ordering::Relaxed),
+    )
+    .with_ext("brokerName", c.broker_name.as_str())
+    .with_ext("brokerAddr", c.broker_addr())
+    .with_ext("clusterName", c.broker_cluster_name.as_str())
+    .with_ext("haServerAddr", c.ha_server_addr())
+    .with_ext("brokerId", c.broker_id.to_string())
+    .with_ext("heartbeatTimeoutMillis", "120000")
+    .with_ext("enableActingMaster", "false")
+    .with_ext("compressed", "false")
+    .with_ext("bodyCrc32", crc.to_string())
+    .with_body(body)
+}
+
+/// Registers with every configured name server once; returns how many accepted.
+pub fn register_all(ctx: &BrokerContext) -> usize {
+    let timeout = Duration::from_millis(ctx.config.register_broker_timeout_ms.clamp(100, 60_000));
+    let mut ok = 0;
+    for addr in ctx.config.namesrv_addrs() {
+        let request = register_request(ctx);
+        match call(&addr, &request, timeout) {
+            Ok(r) if r.code == ResponseCode::Success.code() => {
+                ok += 1;
+                tracing::debug!(namesrv = addr, "registered broker");
+            }
+            Ok(r) => {
+                tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused REGISTER_BROKER")
+            }
+            Err(e) => tracing::warn!(namesrv = addr, "REGISTER_BROKER failed: {e}"),
+        }
+    }
+    ok
+}
+
+/// Unregisters from every name server (shutdown).
+pub fn unregister_all(ctx: &BrokerContext) {
+    let c = &ctx.config;
+    for addr in c.namesrv_addrs() {
+        let request = RemotingCommand::request(
+            RequestCode::UnregisterBroker.code(),
+            OPAQUE.fetch_add(1, Ordering::Relaxed),
+        )
+        .with_ext("brokerName", c.broker_name.as_str())
+        .with_ext("brokerAddr", c.broker_addr())
+        .with_ext("clusterName", c.broker_cluster_name.as_str())
+        .with_ext("brokerId", c.broker_id.to_string());
+        if let Err(e) = call(&addr, &request, Duration::from_secs(3)) {
+            tracing::warn!(namesrv = addr, "UNREGISTER_BROKER failed: {e}");
+        }
+    }
+}
+
+enum Signal {
+    Now,
+    Stop,
+}
+
+/// The registration thread: periodic, on demand, unregister at stop.
+pub struct Registrar {
+    tx: Sender<Signal>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Registrar {
+    pub fn start(ctx: Arc<BrokerContext>) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let period = Duration::from_millis(
+            ctx.config
+                .register_name_server_period_ms
+                .clamp(1000, 60_000),
+        );
+        let handle = std::thread::Builder::new()
+            .name("ringmq-register".into())
+            .spawn(move || {
+                if ctx.config.namesrv_addrs().is_empty() {
+                    tracing::warn!("namesrvAddr is not set: this broker is not registered with any name server");
+                }
+                loop {
+                    if !ctx.config.namesrv_addrs().is_empty() {
+                        register_all(&ctx);
+                    }
+                    match rx.recv_timeout(period) {
+                        Ok(Signal::Now) | Err(RecvTimeoutError::Timeout) => {
+                            // Coalesce bursts of topic changes into one registration.
+                            while let Ok(Signal::Now) = rx.try_recv() {}
+                        }
+                        Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                unregister_all(&ctx);
+            })
+            .expect("spawn the registration thread");
+        Self {
+            tx,
+            handle: Some(handle),
+        }
+    }
+
+    /// A sender that triggers an immediate registration (for topic changes).
+    pub fn trigger(&self) -> impl Fn() + Send + Sync + 'static {
+        let tx = std::sync::Mutex::new(self.tx.clone());
+        move || {
+            let _ = tx.lock().map(|t| t.send(Signal::Now));
+        }
+    }
+
+    pub fn stop(mut self) {
+        let _ = self.tx.send(Signal::Stop);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::store_api::MemStore;
+
+    #[test]
+    fn body_carries_the_topic_table() {
+        let ctx = BrokerContext::for_tests(BrokerConfig::default(), Arc::new(MemStore::new()));
+        let body: serde_json::Value = serde_json::from_str(&register_body(&ctx)).unwrap();
+        let tbw = &body["topicConfigSerializeWrapper"]["topicConfigTable"]["TBW102"];
+        assert_eq!(tbw["perm"], 7);
+        assert_eq!(tbw["topicName"], "TBW102");
+        assert!(body["topicConfigSerializeWrapper"]["dataVersion"]["counter"].is_number());
+        let req = register_request(&ctx);
+        assert_eq!(req.code, 103);
+        assert_eq!(req.ext_fields.get("brokerId"), Some("0"));
+        let crc = (crc32fast::hash(&req.body) & 0x7FFF_FFFF).to_string();
+        assert_eq!(req.ext_fields.get("bodyCrc32"), Some(crc.as_str()));
+    }
+
+    #[test]
+    fn call_reports_unreachable_name_server() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let err = call(
+            &addr,
+            &RemotingCommand::request(105, 1),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(err.contains("connect"), "{err}");
+    }
+}

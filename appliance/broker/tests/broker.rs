@@ -1,0 +1,531 @@
+//! End-to-end tests: a real `Broker` (runtime server + disk store) on 127.0.0.1 with a temp
+//! store directory, driven with raw Remoting frames over blocking TCP.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ringmq_broker::{Broker, BrokerConfig};
+use ringmq_remoting::message::id;
+use ringmq_remoting::message::properties;
+use ringmq_remoting::message::record::{decode_record, Decoded};
+use ringmq_remoting::{FrameDecoder, RemotingCommand};
+
+struct Client {
+    stream: TcpStream,
+    buf: BytesMut,
+    decoder: FrameDecoder,
+    opaque: i32,
+    /// Server-initiated requests seen while waiting for responses.
+    pushed: Vec<RemotingCommand>,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect to the broker");
+        stream.set_nodelay(true).unwrap();
+        Self {
+            stream,
+            buf: BytesMut::new(),
+            decoder: FrameDecoder::default(),
+            opaque: 0,
+            pushed: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, cmd: &RemotingCommand) {
+        let mut out = BytesMut::new();
+        cmd.encode(&mut out);
+        self.stream.write_all(&out).unwrap();
+    }
+
+    /// Reads the next frame within `timeout`.
+    fn next_frame(&mut self, timeout: Duration) -> Option<RemotingCommand> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(cmd) = self
+                .decoder
+                .decode(&mut self.buf)
+                .expect("valid frames from the broker")
+            {
+                return Some(cmd);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return None
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    fn call_timeout(
+        &mut self,
+        mut cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> Option<RemotingCommand> {
+        self.opaque += 1;
+        cmd.opaque = self.opaque;
+        self.write(&cmd);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let frame = self.next_frame(left)?;
+            if frame.is_response() && frame.opaque == cmd.opaque {
+                return Some(frame);
+            }
+            if !frame.is_response() {
+                self.pushed.push(frame);
+            }
+        }
+    }
+
+    fn call(&mut self, cmd: RemotingCommand) -> RemotingCommand {
+        let code = cmd.code;
+        self.call_timeout(cmd, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("no answer to request code {code}"))
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ringmq-broker-it-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn config(dir: &PathBuf, namesrv: Option<String>) -> BrokerConfig {
+    let text = format!(
+        "brokerName=broker-it\nlistenPort=0\nbindAddress=127.0.0.1\nbrokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n\
+         storePathRootDir={}\nmappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=60000\n\
+         flushConsumerOffsetInterval=200\nregisterNameServerPeriod=1000\n{}",
+        dir.display(),
+        namesrv.map(|n| format!("namesrvAddr={n}\n")).unwrap_or_default()
+    );
+    let (c, notes) = BrokerConfig::from_properties_text(&text);
+    assert!(notes.is_empty(), "{notes:?}");
+    c
+}
+
+fn send(topic: &str, queue_id: i32, props: &str, body: &[u8]) -> RemotingCommand {
+    let mut r = RemotingCommand::request(310, 0);
+    for (k, v) in [
+        ("a", "PG"),
+        ("b", topic),
+        ("c", "TBW102"),
+        ("d", "4"),
+        ("e", &queue_id.to_string()),
+        ("f", "0"),
+        ("g", "1700000000000"),
+        ("h", "0"),
+        ("i", props),
+        ("j", "0"),
+        ("k", "false"),
+    ] {
+        r.ext_fields.insert(k, v);
+    }
+    r.with_body(body.to_vec())
+}
+
+fn pull(
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    sys_flag: i32,
+    suspend_ms: i64,
+) -> RemotingCommand {
+    let mut r = RemotingCommand::request(11, 0);
+    for (k, v) in [
+        ("consumerGroup", "G1".to_string()),
+        ("topic", topic.to_string()),
+        ("queueId", queue_id.to_string()),
+        ("queueOffset", offset.to_string()),
+        ("maxMsgNums", "32".to_string()),
+        ("sysFlag", sys_flag.to_string()),
+        ("commitOffset", "0".to_string()),
+        ("suspendTimeoutMillis", suspend_ms.to_string()),
+        ("subscription", "*".to_string()),
+        ("subVersion", "0".to_string()),
+    ] {
+        r.ext_fields.insert(k, v);
+    }
+    r
+}
+
+/// Pulls until the message is visible (dispatch runs just after the append), bounded.
+fn pull_found(c: &mut Client, request: RemotingCommand) -> RemotingCommand {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let resp = c.call(request.clone());
+        if resp.code == 0 || Instant::now() > deadline {
+            assert_eq!(resp.code, 0, "{:?}", resp.remark);
+            return resp;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Splits a pull body into decoded (body, properties) pairs.
+fn records(body: &[u8]) -> Vec<(Vec<u8>, String, i64)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < body.len() {
+        let Decoded::Message(r) = decode_record(&body[pos..], true).expect("valid stored record")
+        else {
+            panic!("blank in pull body")
+        };
+        out.push((
+            r.body.to_vec(),
+            String::from_utf8(r.properties.to_vec()).unwrap(),
+            r.queue_offset,
+        ));
+        pos += r.total_size;
+    }
+    out
+}
+
+#[test]
+fn send_then_pull_returns_the_same_message() {
+    let dir = temp_dir("sendpull");
+    let broker = Broker::start(config(&dir, None)).expect("broker starts");
+    let mut c = Client::connect(broker.local_addr());
+    let resp = c.call(send("TopicIT", 0, "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2\u{2}UNIQ_KEY\u{1}U1\u{2}WAIT\u{1}true\u{2}color\u{1}red\u{2}", b"hello ringmq"));
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    assert_eq!(resp.ext_fields.get("queueOffset"), Some("0"));
+    let msg_id = id::decode_offset_msg_id(resp.ext_fields.get("msgId").unwrap()).unwrap();
+    assert_eq!(
+        msg_id.store_host,
+        broker.local_addr(),
+        "STOREHOST is the broker's address"
+    );
+
+    // The send is answered at append; the consume queue is built just after (reput), as in
+    // RocketMQ, so the first pull may race it.
+    let resp = pull_found(&mut c, pull("TopicIT", 0, 0, 0x4, 0));
+    let got = records(&resp.body);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, b"hello ringmq");
+    assert_eq!(properties::find(&got[0].1, "TAGS"), Some("TagA"));
+    assert_eq!(properties::find(&got[0].1, "color"), Some("red"));
+    assert_eq!(properties::find(&got[0].1, "UNIQ_KEY"), Some("U1"));
+    assert_eq!(resp.ext_fields.get("nextBeginOffset"), Some("1"));
+
+    // VIEW_MESSAGE_BY_ID and QUERY_MESSAGE find it too.
+    let view = c.call(
+        RemotingCommand::request(33, 0).with_ext("offset", msg_id.commit_log_offset.to_string()),
+    );
+    assert_eq!(records(&view.body)[0].0, b"hello ringmq");
+    let mut q = RemotingCommand::request(12, 0);
+    for (k, v) in [
+        ("topic", "TopicIT"),
+        ("key", "k2"),
+        ("maxNum", "10"),
+        ("beginTimestamp", "0"),
+        ("endTimestamp", "99999999999999"),
+    ] {
+        q.ext_fields.insert(k, v);
+    }
+    let mut found = false;
+    for _ in 0..50 {
+        let r = c.call(q.clone());
+        if r.code == 0 {
+            assert_eq!(records(&r.body)[0].0, b"hello ringmq");
+            found = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(found, "QUERY_MESSAGE by key finds the message");
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn long_poll_wakes_on_arrival() {
+    let dir = temp_dir("longpoll");
+    let broker = Broker::start(config(&dir, None)).expect("broker starts");
+    let addr = broker.local_addr();
+    let mut producer = Client::connect(addr);
+    assert_eq!(producer.call(send("TopicLP", 0, "", b"first")).code, 0);
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let mut consumer = Client::connect(addr);
+        let started = Instant::now();
+        let resp = consumer
+            .call_timeout(
+                pull("TopicLP", 0, 1, 0x2 | 0x4, 10_000),
+                Duration::from_secs(15),
+            )
+            .expect("answer");
+        tx.send((resp, started.elapsed())).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        rx.try_recv().is_err(),
+        "the pull is held while the queue has nothing new"
+    );
+    assert_eq!(producer.call(send("TopicLP", 0, "", b"second")).code, 0);
+    let (resp, waited) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("woken by the arrival");
+    waiter.join().unwrap();
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    assert_eq!(records(&resp.body)[0].0, b"second");
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by arrival, not by the 10 s timeout: {waited:?}"
+    );
+
+    // With no arrival the pull is answered PULL_NOT_FOUND when its suspend time runs out.
+    let started = Instant::now();
+    let resp = producer.call(pull("TopicLP", 0, 2, 0x2 | 0x4, 400));
+    assert_eq!(resp.code, 19);
+    assert!(started.elapsed() >= Duration::from_millis(350));
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn offsets_and_messages_survive_restart() {
+    let dir = temp_dir("restart");
+    let broker = Broker::start(config(&dir, None)).expect("broker starts");
+    let mut c = Client::connect(broker.local_addr());
+    for i in 0..20 {
+        let r = c.call(send(
+            "TopicRS",
+            1,
+            &format!("UNIQ_KEY\u{1}U{i}\u{2}"),
+            format!("m{i}").as_bytes(),
+        ));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+    }
+    let mut upd = RemotingCommand::request(15, 0);
+    for (k, v) in [
+        ("consumerGroup", "G1"),
+        ("topic", "TopicRS"),
+        ("queueId", "1"),
+        ("commitOffset", "7"),
+    ] {
+        upd.ext_fields.insert(k, v);
+    }
+    assert_eq!(c.call(upd).code, 0);
+    drop(c);
+    broker.shutdown();
+
+    let broker = Broker::start(config(&dir, None)).expect("broker restarts on the same store");
+    let mut c = Client::connect(broker.local_addr());
+    let mut q = RemotingCommand::request(14, 0);
+    for (k, v) in [
+        ("consumerGroup", "G1"),
+        ("topic", "TopicRS"),
+        ("queueId", "1"),
+        ("setZeroIfNotFound", "false"),
+    ] {
+        q.ext_fields.insert(k, v);
+    }
+    let r = c.call(q);
+    assert_eq!((r.code, r.ext_fields.get("offset")), (0, Some("7")));
+    let max = c.call(
+        RemotingCommand::request(30, 0)
+            .with_ext("topic", "TopicRS")
+            .with_ext("queueId", "1"),
+    );
+    assert_eq!(max.ext_fields.get("offset"), Some("20"));
+    let mut bodies = Vec::new();
+    let mut offset = 0;
+    while offset < 20 {
+        let r = c.call(pull("TopicRS", 1, offset, 0x4, 0));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        for (body, _, qo) in records(&r.body) {
+            assert_eq!(qo, offset);
+            bodies.push(String::from_utf8(body).unwrap());
+            offset += 1;
+        }
+    }
+    assert_eq!(bodies, (0..20).map(|i| format!("m{i}")).collect::<Vec<_>>());
+    assert!(
+        broker.context().topics.select("TopicRS").is_some(),
+        "auto-created topic persisted in topics.json"
+    );
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn heartbeat_membership_and_notifications() {
+    let dir = temp_dir("heartbeat");
+    let broker = Broker::start(config(&dir, None)).expect("broker starts");
+    let hb = |client: &str| {
+        RemotingCommand::request(34, 0).with_body(format!(
+            r#"{{"clientID":"{client}","consumerDataSet":[{{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"GH","messageModel":"CLUSTERING","subscriptionDataSet":[{{"expressionType":"TAG","subString":"*","subVersion":1,"topic":"TopicHB"}}]}}],"producerDataSet":[]}}"#
+        ))
+    };
+    let mut c1 = Client::connect(broker.local_addr());
+    let r = c1.call(hb("c1"));
+    assert_eq!(r.code, 0);
+    assert!(r.version > 0, "heartbeat answer carries the broker version");
+    let mut c2 = Client::connect(broker.local_addr());
+    assert_eq!(c2.call(hb("c2")).code, 0);
+    let list = c1.call(RemotingCommand::request(38, 0).with_ext("consumerGroup", "GH"));
+    assert_eq!(&list.body[..], br#"{"consumerIdList":["c1","c2"]}"#);
+    // c1 is told about c2 joining (server-initiated oneway request).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !c1.pushed.iter().any(|p| p.code == 40) && Instant::now() < deadline {
+        if let Some(f) = c1.next_frame(Duration::from_millis(100)) {
+            c1.pushed.push(f);
+        }
+    }
+    assert!(c1
+        .pushed
+        .iter()
+        .any(|p| p.code == 40 && p.ext_fields.get("consumerGroup") == Some("GH")));
+    // c2's connection closes: it leaves the group.
+    drop(c2);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let list = c1.call(RemotingCommand::request(38, 0).with_ext("consumerGroup", "GH"));
+        if &list.body[..] == br#"{"consumerIdList":["c1"]}"# {
+            break;
+        }
+        assert!(Instant::now() < deadline, "closed connection not removed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_never_kills_the_broker() {
+    let dir = temp_dir("badinput");
+    let broker = Broker::start(config(&dir, None)).expect("broker starts");
+    let mut c = Client::connect(broker.local_addr());
+    for code in [
+        10, 310, 320, 11, 361, 12, 14, 15, 29, 30, 31, 32, 33, 34, 35, 38, 41, 42, 46,
+    ] {
+        // No header at all, garbage body.
+        let r = c.call(RemotingCommand::request(code, 0).with_body(&b"\xff\x00garbage"[..]));
+        assert_ne!(r.code, 0, "code {code} accepted an empty header");
+        // Wrong types in every field a handler reads.
+        let mut wrong = RemotingCommand::request(code, 0);
+        for k in [
+            "a",
+            "b",
+            "e",
+            "topic",
+            "queueId",
+            "queueOffset",
+            "maxMsgNums",
+            "sysFlag",
+            "consumerGroup",
+            "offset",
+            "timestamp",
+            "commitOffset",
+            "key",
+            "maxNum",
+        ] {
+            wrong.ext_fields.insert(k, "not-a-number");
+        }
+        let r = c.call(wrong);
+        assert_ne!(r.code, 0, "code {code} accepted wrong types");
+    }
+    assert_eq!(
+        c.call(RemotingCommand::request(9999, 0)).code,
+        3,
+        "unknown code → REQUEST_CODE_NOT_SUPPORTED"
+    );
+    // Oversize body on send.
+    let r = c.call(send("TopicBig", 0, "", &vec![b'x'; 4 * 1024 * 1024 + 1]));
+    assert_eq!(r.code, 13);
+    // The connection and the broker still work.
+    assert_eq!(c.call(send("TopicOK", 0, "", b"fine")).code, 0);
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn registers_with_the_name_server_and_unregisters_at_shutdown() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let namesrv = listener.local_addr().unwrap().to_string();
+    let (tx, rx) = mpsc::channel::<RemotingCommand>();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let decoder = FrameDecoder::default();
+                let mut buf = BytesMut::new();
+                let mut chunk = [0u8; 65536];
+                loop {
+                    while let Ok(Some(cmd)) = decoder.decode(&mut buf) {
+                        let mut out = BytesMut::new();
+                        cmd.response_to(0, None).encode(&mut out);
+                        let _ = stream.write_all(&out);
+                        let _ = tx.send(cmd);
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    let dir = temp_dir("register");
+    let broker = Broker::start(config(&dir, Some(namesrv))).expect("broker starts");
+    let reg = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("REGISTER_BROKER arrives");
+    assert_eq!(reg.code, 103);
+    assert_eq!(reg.ext_fields.get("brokerName"), Some("broker-it"));
+    assert_eq!(
+        reg.ext_fields.get("brokerAddr").map(str::to_string),
+        Some(broker.local_addr().to_string())
+    );
+    let body: serde_json::Value = serde_json::from_slice(&reg.body).unwrap();
+    assert_eq!(
+        body["topicConfigSerializeWrapper"]["topicConfigTable"]["TBW102"]["perm"],
+        7
+    );
+    // A new topic triggers an immediate re-registration that carries it.
+    let mut c = Client::connect(broker.local_addr());
+    assert_eq!(c.call(send("TopicNew", 0, "", b"x")).code, 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("re-registration");
+        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        if body["topicConfigSerializeWrapper"]["topicConfigTable"]
+            .get("TopicNew")
+            .is_some()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+    }
+    broker.shutdown();
+    let mut saw_unregister = false;
+    while let Ok(cmd) = rx.recv_timeout(Duration::from_secs(2)) {
+        if cmd.code == 104 {
+            saw_unregister = true;
+            break;
+        }
+    }
+    assert!(saw_unregister, "UNREGISTER_BROKER at shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}

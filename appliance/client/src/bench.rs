@@ -1,0 +1,895 @@
+//! The load generator behind `ringmq bench producer|consumer|e2e`, modelled on RocketMQ's
+//! benchmark tools (`-n` namesrv, `-t` topic, `-s` size, `-w` in-flight requests) plus what
+//! a latency benchmark needs: a fixed duration or message count, an open-loop rate with
+//! coordinated-omission correction (latency measured from the *intended* send time), send
+//! modes sync/async/oneway/batch, HDR histograms, a report line per second and a final
+//! summary (`--json`: one JSON object on the last line).
+//!
+//! Each worker thread runs its own compio runtime with its own producer/consumer and
+//! connections, so the hot path has no cross-thread traffic; threads ship one snapshot per
+//! report interval to the main thread, which prints and aggregates.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::consumer::{PullConsumer, PullConsumerConfig, PullOptions, PullStatus};
+use crate::error::{ClientError, Result};
+use crate::message::{now_ms, Message, MessageQueue};
+use crate::producer::{Producer, ProducerConfig};
+use crate::transport::ClientConfig;
+
+/// Which side(s) of the broker to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchMode {
+    Producer,
+    Consumer,
+    /// Consumer and producer together; latency is born → consumed.
+    E2e,
+}
+
+/// How the producer sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendMode {
+    /// `-w` tasks each awaiting one send at a time.
+    Sync,
+    /// A dispatcher keeping `-w` sends in flight (callback style).
+    Async,
+    /// Fire and forget; latency is the time to queue the frame.
+    Oneway,
+    /// `SEND_BATCH_MESSAGE` of `--batch-size` messages per request.
+    Batch,
+}
+
+/// `ringmq bench` flags.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "bench",
+    about = "RocketMQ-protocol load generator (producer, consumer, end-to-end)"
+)]
+pub struct BenchArgs {
+    /// producer | consumer | e2e
+    #[arg(value_enum)]
+    pub mode: BenchMode,
+    /// Name server address(es), `;`-separated.
+    #[arg(short = 'n', long = "namesrv", default_value = "127.0.0.1:9876")]
+    pub namesrv: String,
+    #[arg(short = 't', long = "topic", default_value = "BenchmarkTest")]
+    pub topic: String,
+    /// Message body size in bytes.
+    #[arg(short = 's', long = "size", default_value_t = 1024)]
+    pub message_bytes: usize,
+    /// Requests in flight across all threads (closed loop: one per worker task).
+    #[arg(short = 'w', long = "concurrency", default_value_t = 64)]
+    pub concurrency: usize,
+    /// TCP connections per broker across all threads.
+    #[arg(short = 'c', long = "connections", default_value_t = 1)]
+    pub connections: usize,
+    /// Client runtime threads.
+    #[arg(long = "threads", default_value_t = 1)]
+    pub threads: usize,
+    /// Run time in seconds (default 10 unless --messages is given).
+    #[arg(short = 'd', long = "duration")]
+    pub duration_secs: Option<u64>,
+    /// Stop after this many messages (producer: sent; consumer: received).
+    #[arg(short = 'm', long = "messages")]
+    pub message_count: Option<u64>,
+    /// Open-loop target rate in messages/s (latency corrected for coordinated omission);
+    /// omitted: closed loop as fast as `-w` allows.
+    #[arg(short = 'r', long = "rate")]
+    pub rate_per_sec: Option<f64>,
+    #[arg(long = "send-mode", value_enum, default_value = "sync")]
+    pub send_mode: SendMode,
+    /// Messages per request in batch mode.
+    #[arg(long = "batch-size", default_value_t = 16)]
+    pub batch_size: usize,
+    /// Tag set on every message.
+    #[arg(long = "tags")]
+    pub tags: Option<String>,
+    /// Put a unique KEYS value on every message (exercises the index).
+    #[arg(long = "keys")]
+    pub keys: bool,
+    /// Producer or consumer group.
+    #[arg(short = 'g', long = "group")]
+    pub group: Option<String>,
+    /// Per-request timeout.
+    #[arg(long = "timeout-ms", default_value_t = 3_000)]
+    pub timeout_ms: u64,
+    /// Consumer: start from the queues' first offset instead of their end.
+    #[arg(long = "from-start")]
+    pub from_start: bool,
+    /// Report interval in seconds.
+    #[arg(long = "interval", default_value_t = 1)]
+    pub report_interval_secs: u64,
+    /// Print the final summary as one JSON object on the last line.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// No per-interval lines.
+    #[arg(long = "quiet")]
+    pub quiet: bool,
+}
+
+impl BenchArgs {
+    fn namesrv_addrs(&self) -> Vec<String> {
+        self.namesrv
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(ClientError::Invalid(why));
+        if self.namesrv_addrs().is_empty() {
+            return bad("-n needs at least one name server address".into());
+        }
+        if self.message_bytes == 0 {
+            return bad("-s must be at least 1 byte".into());
+        }
+        if self.concurrency == 0 || self.threads == 0 || self.connections == 0 {
+            return bad("-w, --threads and -c must be at least 1".into());
+        }
+        if self.send_mode == SendMode::Batch && self.batch_size == 0 {
+            return bad("--batch-size must be at least 1".into());
+        }
+        if let Some(r) = self.rate_per_sec {
+            if !(r > 0.0 && r.is_finite()) {
+                return bad(format!("-r {r}: the rate must be a positive number"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The final result of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchSummary {
+    pub mode: BenchMode,
+    pub elapsed_secs: f64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub tps: f64,
+    pub mb_per_s: f64,
+    pub avg_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub failures: u64,
+    /// Failures by kind (`SYSTEM_BUSY(2)`, `timeout`, ...).
+    pub failures_by_code: BTreeMap<String, u64>,
+}
+
+/// Latencies are recorded in microseconds, up to 10 minutes, 3 significant digits.
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// One worker thread's counts for one interval.
+struct Snapshot {
+    messages: u64,
+    bytes: u64,
+    failures: BTreeMap<String, u64>,
+    hist: Histogram<u64>,
+    /// The worker finished (no more snapshots follow).
+    last: bool,
+}
+
+/// Per-thread accumulator (single-threaded; shipped out every interval).
+struct Stats {
+    messages: Cell<u64>,
+    bytes: Cell<u64>,
+    failures: RefCell<BTreeMap<String, u64>>,
+    hist: RefCell<Histogram<u64>>,
+}
+
+impl Stats {
+    fn new() -> Self {
+        Self {
+            messages: Cell::new(0),
+            bytes: Cell::new(0),
+            failures: RefCell::new(BTreeMap::new()),
+            hist: RefCell::new(new_histogram()),
+        }
+    }
+
+    fn ok(&self, messages: u64, bytes: u64, latency: Duration) {
+        self.messages.set(self.messages.get() + messages);
+        self.bytes.set(self.bytes.get() + bytes);
+        let us = (latency.as_micros() as u64).max(1);
+        self.hist.borrow_mut().saturating_record(us);
+    }
+
+    fn fail(&self, e: &ClientError) {
+        *self
+            .failures
+            .borrow_mut()
+            .entry(e.kind_label())
+            .or_insert(0) += 1;
+    }
+
+    fn take(&self, last: bool) -> Snapshot {
+        let hist = std::mem::replace(&mut *self.hist.borrow_mut(), new_histogram());
+        Snapshot {
+            messages: self.messages.replace(0),
+            bytes: self.bytes.replace(0),
+            failures: std::mem::take(&mut *self.failures.borrow_mut()),
+            hist,
+            last,
+        }
+    }
+}
+
+/// Shared stop conditions.
+struct Control {
+    stop: AtomicBool,
+    deadline: Instant,
+    /// Messages claimed so far (for `--messages`).
+    claimed: AtomicU64,
+    limit: Option<u64>,
+}
+
+impl Control {
+    fn running(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed) && Instant::now() < self.deadline
+    }
+
+    /// Claims `n` messages; false once the message limit is reached.
+    fn claim(&self, n: u64) -> bool {
+        match self.limit {
+            None => true,
+            Some(limit) => self.claimed.fetch_add(n, Ordering::Relaxed) < limit,
+        }
+    }
+}
+
+/// Runs the benchmark to completion, printing per-interval lines (unless `--quiet`) and
+/// the summary (as JSON on the last line with `--json`). Returns the summary.
+pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
+    args.validate()?;
+    let duration = match (args.duration_secs, args.message_count) {
+        (Some(d), _) => Duration::from_secs(d),
+        (None, Some(_)) => Duration::from_secs(24 * 3600),
+        (None, None) => Duration::from_secs(10),
+    };
+    let control = Arc::new(Control {
+        stop: AtomicBool::new(false),
+        deadline: Instant::now() + duration,
+        claimed: AtomicU64::new(0),
+        limit: args.message_count,
+    });
+    let (tx, rx) = mpsc::channel::<(usize, Snapshot)>();
+    let mut handles = Vec::new();
+    let mut workers = 0usize;
+    let consumer_side = matches!(args.mode, BenchMode::Consumer | BenchMode::E2e);
+    let producer_side = matches!(args.mode, BenchMode::Producer | BenchMode::E2e);
+    // In e2e mode the consumer threads report (latency = born → consumed); producer
+    // threads still run but their snapshots are not part of the summary.
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    if consumer_side {
+        for t in 0..args.threads {
+            let (a, c, tx, ready) = (args.clone(), control.clone(), tx.clone(), ready_tx.clone());
+            let id = workers;
+            workers += 1;
+            handles.push(spawn_worker(format!("bench-consumer-{t}"), move || {
+                consumer_thread(a, t, c, id, tx, ready)
+            })?);
+        }
+        // Consumers position themselves before any message is produced.
+        for _ in 0..args.threads {
+            wait_ready(&ready_rx, &control)?;
+        }
+    }
+    let reporting_workers = workers;
+    if producer_side {
+        for t in 0..args.threads {
+            let (a, c, tx, ready) = (args.clone(), control.clone(), tx.clone(), ready_tx.clone());
+            let id = workers;
+            workers += 1;
+            handles.push(spawn_worker(format!("bench-producer-{t}"), move || {
+                producer_thread(a, t, c, id, tx, ready)
+            })?);
+        }
+        for _ in 0..args.threads {
+            wait_ready(&ready_rx, &control)?;
+        }
+    }
+    drop(tx);
+    let started = Instant::now();
+    let counted = |id: usize| match args.mode {
+        BenchMode::E2e => id < reporting_workers,
+        _ => true,
+    };
+    let mut total = new_histogram();
+    let (mut total_msgs, mut total_bytes) = (0u64, 0u64);
+    let mut total_failures: BTreeMap<String, u64> = BTreeMap::new();
+    // Interval aggregation: one line once every live worker delivered its snapshot.
+    let mut live = vec![true; workers];
+    let mut pending: Vec<Option<Snapshot>> = (0..workers).map(|_| None).collect();
+    let mut interval_no = 0u64;
+    if !args.quiet {
+        println!("{}", interval_header(args.mode));
+    }
+    let report_every = Duration::from_secs(args.report_interval_secs.max(1));
+    while live.iter().any(|l| *l) {
+        let (id, snap) = match rx.recv_timeout(report_every * 4) {
+            Ok(x) => x,
+            // A worker that died without its last snapshot must not hang the run.
+            Err(mpsc::RecvTimeoutError::Timeout) if handles.iter().all(|h| h.is_finished()) => {
+                break
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        if snap.last {
+            live[id] = false;
+        }
+        match &mut pending[id] {
+            Some(p) => merge(p, snap),
+            slot @ None => *slot = Some(snap),
+        }
+        let complete = (0..workers).all(|i| pending[i].is_some() || !live[i]);
+        if complete {
+            interval_no += 1;
+            let mut line = Snapshot {
+                messages: 0,
+                bytes: 0,
+                failures: BTreeMap::new(),
+                hist: new_histogram(),
+                last: false,
+            };
+            for (i, p) in pending.iter_mut().enumerate() {
+                if let Some(s) = p.take() {
+                    if counted(i) {
+                        merge(&mut line, s);
+                    }
+                }
+            }
+            total_msgs += line.messages;
+            total_bytes += line.bytes;
+            let _ = total.add(&line.hist);
+            for (k, v) in &line.failures {
+                *total_failures.entry(k.clone()).or_insert(0) += v;
+            }
+            if !args.quiet {
+                println!("{}", interval_line(interval_no, report_every, &line));
+            }
+        }
+    }
+    for h in handles {
+        if h.join().is_err() {
+            return Err(ClientError::Invalid(
+                "a benchmark worker thread panicked".into(),
+            ));
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+    let ms = |us: u64| us as f64 / 1000.0;
+    let empty = total.is_empty();
+    let summary = BenchSummary {
+        mode: args.mode,
+        elapsed_secs: elapsed,
+        messages: total_msgs,
+        bytes: total_bytes,
+        tps: total_msgs as f64 / elapsed,
+        mb_per_s: total_bytes as f64 / elapsed / (1024.0 * 1024.0),
+        avg_ms: if empty { 0.0 } else { total.mean() / 1000.0 },
+        p50_ms: if empty {
+            0.0
+        } else {
+            ms(total.value_at_quantile(0.50))
+        },
+        p99_ms: if empty {
+            0.0
+        } else {
+            ms(total.value_at_quantile(0.99))
+        },
+        p999_ms: if empty {
+            0.0
+        } else {
+            ms(total.value_at_quantile(0.999))
+        },
+        max_ms: if empty { 0.0 } else { ms(total.max()) },
+        failures: total_failures.values().sum(),
+        failures_by_code: total_failures,
+    };
+    println!(
+        "summary: {} msgs in {:.1}s, {:.0} msg/s, {:.2} MB/s, RT avg {:.3} p50 {:.3} p99 {:.3} p999 {:.3} max {:.3} ms, {} failures{}",
+        summary.messages,
+        summary.elapsed_secs,
+        summary.tps,
+        summary.mb_per_s,
+        summary.avg_ms,
+        summary.p50_ms,
+        summary.p99_ms,
+        summary.p999_ms,
+        summary.max_ms,
+        summary.failures,
+        failure_text(&summary.failures_by_code)
+    );
+    if args.json {
+        println!("{}", serde_json::to_string(&summary).unwrap_or_default());
+    }
+    Ok(summary)
+}
+
+fn spawn_worker(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|e| ClientError::Invalid(format!("cannot spawn {name}: {e}")))
+}
+
+fn wait_ready(ready_rx: &mpsc::Receiver<Result<()>>, control: &Control) -> Result<()> {
+    match ready_rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            control.stop.store(true, Ordering::Relaxed);
+            Err(e)
+        }
+        Err(_) => {
+            control.stop.store(true, Ordering::Relaxed);
+            Err(ClientError::Invalid(
+                "a benchmark worker did not start within 30 s".into(),
+            ))
+        }
+    }
+}
+
+fn merge(into: &mut Snapshot, from: Snapshot) {
+    into.messages += from.messages;
+    into.bytes += from.bytes;
+    let _ = into.hist.add(&from.hist);
+    for (k, v) in from.failures {
+        *into.failures.entry(k).or_insert(0) += v;
+    }
+    into.last |= from.last;
+}
+
+fn interval_header(mode: BenchMode) -> String {
+    let what = if mode == BenchMode::Producer {
+        "send RT"
+    } else {
+        "born->consumed"
+    };
+    format!(
+        "# sec      msg/s     MB/s   {what} ms: avg      p50      p99     p999      max   failures"
+    )
+}
+
+fn interval_line(n: u64, every: Duration, s: &Snapshot) -> String {
+    let secs = every.as_secs_f64();
+    let ms = |us: u64| us as f64 / 1000.0;
+    let (avg, p50, p99, p999, max) = if s.hist.is_empty() {
+        (0.0, 0.0, 0.0, 0.0, 0.0)
+    } else {
+        (
+            s.hist.mean() / 1000.0,
+            ms(s.hist.value_at_quantile(0.5)),
+            ms(s.hist.value_at_quantile(0.99)),
+            ms(s.hist.value_at_quantile(0.999)),
+            ms(s.hist.max()),
+        )
+    };
+    let failures: u64 = s.failures.values().sum();
+    format!(
+        "{:5} {:10.0} {:8.2} {:>17.3} {:8.3} {:8.3} {:8.3} {:8.3} {:10}{}",
+        n as f64 * secs,
+        s.messages as f64 / secs,
+        s.bytes as f64 / secs / (1024.0 * 1024.0),
+        avg,
+        p50,
+        p99,
+        p999,
+        max,
+        failures,
+        failure_text(&s.failures)
+    )
+}
+
+fn failure_text(f: &BTreeMap<String, u64>) -> String {
+    if f.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = f.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(" [{}]", parts.join(" "))
+}
+
+/// Splits `total` over `parts` as evenly as possible; part `i`'s share.
+fn share(total: usize, parts: usize, i: usize) -> usize {
+    total / parts + usize::from(i < total % parts)
+}
+
+/// Ships a snapshot every interval while the worker runs; the worker ships the last one
+/// itself the moment it finishes, so the run's elapsed time ends with the work.
+async fn reporter(
+    stats: Rc<Stats>,
+    done: Rc<Cell<bool>>,
+    every: Duration,
+    id: usize,
+    tx: mpsc::Sender<(usize, Snapshot)>,
+) {
+    loop {
+        compio::time::sleep(every).await;
+        if done.get() || tx.send((id, stats.take(false))).is_err() {
+            return;
+        }
+    }
+}
+
+/// Marks the worker finished and ships its final snapshot.
+fn finish(stats: &Stats, done: &Cell<bool>, id: usize, tx: &mpsc::Sender<(usize, Snapshot)>) {
+    done.set(true);
+    let _ = tx.send((id, stats.take(true)));
+}
+
+fn producer_thread(
+    args: BenchArgs,
+    thread_no: usize,
+    control: Arc<Control>,
+    id: usize,
+    tx: mpsc::Sender<(usize, Snapshot)>,
+    ready: mpsc::Sender<Result<()>>,
+) {
+    let rt = match compio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(ClientError::Invalid(format!(
+                "cannot create the compio runtime: {e}"
+            ))));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let connections = share(args.connections, args.threads, thread_no).max(1);
+        let producer = Producer::new(ProducerConfig {
+            group: args
+                .group
+                .clone()
+                .unwrap_or_else(|| "benchmark_producer".into()),
+            namesrv_addrs: args.namesrv_addrs(),
+            send_timeout_ms: args.timeout_ms,
+            compress_threshold_bytes: None,
+            client: ClientConfig {
+                request_timeout_ms: args.timeout_ms,
+                connections_per_address: connections,
+                ..ClientConfig::default()
+            },
+            ..ProducerConfig::default()
+        });
+        if let Err(e) = producer.publish_route(&args.topic).await {
+            let _ = ready.send(Err(ClientError::Invalid(format!(
+                "no route for topic {} from name server {}: {e}",
+                args.topic, args.namesrv
+            ))));
+            return;
+        }
+        let _ = ready.send(Ok(()));
+        let stats = Rc::new(Stats::new());
+        let done = Rc::new(Cell::new(false));
+        let every = Duration::from_secs(args.report_interval_secs.max(1));
+        compio::runtime::spawn(reporter(stats.clone(), done.clone(), every, id, tx.clone()))
+            .detach();
+        let body = Bytes::from(make_body(args.message_bytes));
+        let template = {
+            let mut m = Message::new(args.topic.clone(), body);
+            if let Some(t) = &args.tags {
+                m = m
+                    .with_tags(t)
+                    .unwrap_or_else(|_| Message::new(args.topic.clone(), Bytes::new()));
+            }
+            m
+        };
+        let tasks = share(args.concurrency, args.threads, thread_no).max(1);
+        let rate = args.rate_per_sec.map(|r| r / args.threads as f64);
+        let started = Instant::now();
+        let next_slot = Rc::new(Cell::new(0u64));
+        let mut joins = Vec::new();
+        for _ in 0..tasks {
+            let (p, a, c, s, t, slot) = (
+                producer.clone(),
+                args.clone(),
+                control.clone(),
+                stats.clone(),
+                template.clone(),
+                next_slot.clone(),
+            );
+            joins.push(compio::runtime::spawn(async move {
+                send_loop(p, a, c, s, t, rate, started, slot).await;
+            }));
+        }
+        for j in joins {
+            let _ = j.await;
+        }
+        finish(&stats, &done, id, &tx);
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn send_loop(
+    producer: Producer,
+    args: BenchArgs,
+    control: Arc<Control>,
+    stats: Rc<Stats>,
+    template: Message,
+    rate: Option<f64>,
+    started: Instant,
+    next_slot: Rc<Cell<u64>>,
+) {
+    let per_request = if args.send_mode == SendMode::Batch {
+        args.batch_size as u64
+    } else {
+        1
+    };
+    let body_len = template.body.len() as u64;
+    let mut key_counter = 0u64;
+    while control.running() {
+        if !control.claim(per_request) {
+            control.stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        // Open loop: each request has an intended start; latency counts from it, so a
+        // stalled broker shows up as latency instead of silently lowering the send rate.
+        let intended = match rate {
+            Some(r) => {
+                let slot = next_slot.get();
+                next_slot.set(slot + per_request);
+                let at = started + Duration::from_secs_f64(slot as f64 / r);
+                let now = Instant::now();
+                if at > now {
+                    compio::time::sleep(at - now).await;
+                }
+                at
+            }
+            None => Instant::now(),
+        };
+        let msg = if args.keys {
+            key_counter += 1;
+            let key = format!("{}-{}-{key_counter}", std::process::id(), now_ms());
+            template
+                .clone()
+                .with_keys(&[&key])
+                .unwrap_or_else(|_| template.clone())
+        } else {
+            template.clone()
+        };
+        let outcome = match args.send_mode {
+            SendMode::Sync => producer.send(&msg).await.map(|_| ()),
+            SendMode::Async => {
+                // Callback style: the send runs as its own task; this loop only waits for
+                // its slot to free up, which is what bounds in-flight requests to `-w`.
+                let p = producer.clone();
+                let m = msg.clone();
+                match compio::runtime::spawn(async move { p.send(&m).await.map(|_| ()) }).await {
+                    Ok(r) => r,
+                    Err(_) => Err(ClientError::Shutdown),
+                }
+            }
+            SendMode::Oneway => producer.send_oneway(&msg).await,
+            SendMode::Batch => {
+                let batch: Vec<Message> = (0..args.batch_size).map(|_| msg.clone()).collect();
+                producer.send_batch(&batch).await.map(|_| ())
+            }
+        };
+        match outcome {
+            Ok(()) => stats.ok(per_request, per_request * body_len, intended.elapsed()),
+            Err(e) => stats.fail(&e),
+        }
+    }
+}
+
+fn make_body(len: usize) -> Vec<u8> {
+    // Printable and not all-equal, so accidental compression or dedup shows up.
+    (0..len).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
+fn consumer_thread(
+    args: BenchArgs,
+    thread_no: usize,
+    control: Arc<Control>,
+    id: usize,
+    tx: mpsc::Sender<(usize, Snapshot)>,
+    ready: mpsc::Sender<Result<()>>,
+) {
+    let rt = match compio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(ClientError::Invalid(format!(
+                "cannot create the compio runtime: {e}"
+            ))));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let consumer = PullConsumer::new(PullConsumerConfig {
+            group: args
+                .group
+                .clone()
+                .unwrap_or_else(|| "benchmark_consumer".into()),
+            namesrv_addrs: args.namesrv_addrs(),
+            client: ClientConfig {
+                request_timeout_ms: args.timeout_ms,
+                ..ClientConfig::default()
+            },
+            ..PullConsumerConfig::default()
+        });
+        let queues = match consumer.subscribe_queues(&args.topic).await {
+            Ok(q) if !q.is_empty() => q,
+            Ok(_) => {
+                let _ = ready.send(Err(ClientError::Invalid(format!(
+                    "topic {} has no readable queue",
+                    args.topic
+                ))));
+                return;
+            }
+            Err(e) => {
+                let _ = ready.send(Err(ClientError::Invalid(format!(
+                    "no route for topic {} from name server {}: {e}",
+                    args.topic, args.namesrv
+                ))));
+                return;
+            }
+        };
+        let mine: Vec<MessageQueue> = queues
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % args.threads == thread_no)
+            .map(|(_, q)| q)
+            .collect();
+        let mut starts = Vec::new();
+        for mq in &mine {
+            let start = if args.from_start {
+                consumer.min_offset(mq).await
+            } else {
+                consumer.max_offset(mq).await
+            };
+            match start {
+                Ok(o) => starts.push(o),
+                Err(e) => {
+                    let _ = ready.send(Err(ClientError::Invalid(format!(
+                        "cannot read the offsets of {mq}: {e}"
+                    ))));
+                    return;
+                }
+            }
+        }
+        let _ = ready.send(Ok(()));
+        let stats = Rc::new(Stats::new());
+        let done = Rc::new(Cell::new(false));
+        let every = Duration::from_secs(args.report_interval_secs.max(1));
+        compio::runtime::spawn(reporter(stats.clone(), done.clone(), every, id, tx.clone()))
+            .detach();
+        let mut joins = Vec::new();
+        for (mq, start) in mine.into_iter().zip(starts) {
+            let (c, ctl, s) = (consumer.clone(), control.clone(), stats.clone());
+            let timeout_ms = args.timeout_ms;
+            joins.push(compio::runtime::spawn(async move {
+                let mut offset = start;
+                // Short holds so the run ends promptly at its deadline.
+                let opts = PullOptions {
+                    suspend_ms: Some(1_000),
+                    timeout_ms: timeout_ms.max(3_000),
+                    ..PullOptions::default()
+                };
+                while ctl.running() {
+                    match c.pull_with(&mq, offset, &opts).await {
+                        Ok(r) => {
+                            if r.status == PullStatus::Found {
+                                let now = now_ms();
+                                let n = r.messages.len() as u64;
+                                if !ctl.claim(n) {
+                                    ctl.stop.store(true, Ordering::Relaxed);
+                                }
+                                for m in &r.messages {
+                                    let lat = Duration::from_millis(
+                                        (now - m.born_timestamp_ms).max(0) as u64,
+                                    );
+                                    s.ok(1, m.body.len() as u64, lat);
+                                }
+                            }
+                            offset = r.next_begin_offset;
+                        }
+                        Err(e) => {
+                            s.fail(&e);
+                            compio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            }));
+        }
+        for j in joins {
+            let _ = j.await;
+        }
+        finish(&stats, &done, id, &tx);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_like_rocketmq_tools() {
+        let a = BenchArgs::try_parse_from([
+            "bench",
+            "producer",
+            "-n",
+            "10.0.0.1:9876;10.0.0.2:9876",
+            "-t",
+            "T",
+            "-s",
+            "2048",
+            "-w",
+            "128",
+            "-c",
+            "4",
+            "--duration",
+            "30",
+            "--send-mode",
+            "batch",
+            "--batch-size",
+            "8",
+            "-r",
+            "50000",
+            "--json",
+        ])
+        .unwrap();
+        assert_eq!(a.mode, BenchMode::Producer);
+        assert_eq!(a.namesrv_addrs(), vec!["10.0.0.1:9876", "10.0.0.2:9876"]);
+        assert_eq!(
+            (a.message_bytes, a.concurrency, a.connections),
+            (2048, 128, 4)
+        );
+        assert_eq!(a.duration_secs, Some(30));
+        assert_eq!(a.send_mode, SendMode::Batch);
+        assert_eq!(a.rate_per_sec, Some(50_000.0));
+        assert!(a.json);
+        assert!(a.validate().is_ok());
+        let bad = BenchArgs::try_parse_from(["bench", "producer", "-w", "0"]).unwrap();
+        assert!(bad.validate().is_err());
+        assert!(BenchArgs::try_parse_from(["bench", "sideways"]).is_err());
+    }
+
+    #[test]
+    fn shares_split_evenly() {
+        let parts: Vec<usize> = (0..3).map(|i| share(10, 3, i)).collect();
+        assert_eq!(parts, vec![4, 3, 3]);
+        assert_eq!(parts.iter().sum::<usize>(), 10);
+    }
+
+    #[test]
+    fn stats_snapshot_resets_and_merges() {
+        let s = Stats::new();
+        s.ok(1, 1024, Duration::from_millis(2));
+        s.ok(1, 1024, Duration::from_millis(4));
+        s.fail(&ClientError::Response {
+            addr: "a".into(),
+            request_code: 310,
+            code: 2,
+            remark: String::new(),
+        });
+        let mut snap = s.take(false);
+        assert_eq!((snap.messages, snap.bytes), (2, 2048));
+        assert_eq!(snap.failures.get("SYSTEM_BUSY(2)"), Some(&1));
+        assert_eq!(snap.hist.len(), 2);
+        let again = s.take(true);
+        assert_eq!(again.messages, 0);
+        merge(&mut snap, again);
+        assert!(snap.last);
+        assert!(interval_line(1, Duration::from_secs(1), &snap).contains("SYSTEM_BUSY(2)=1"));
+    }
+}

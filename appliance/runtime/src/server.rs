@@ -1,0 +1,532 @@
+//! The Remoting server: the public API that namesrv and broker code against
+//! (`RequestHandler`, `Reply`, `Response`, `RequestContext`, `Responder`, `Connection`,
+//! `ServerConfig`, `Server`), plus its tuning knobs and metrics.
+//!
+//! Shape: `Server::start` binds one listener and starts one pinned thread per network
+//! core, each running its own compio runtime on io_uring (`core.rs`). The first core
+//! accepts and hands connections round-robin to every core; from then on a connection
+//! lives on one core only (`conn.rs`): its reads, frame decoding, handler calls and
+//! writes never leave that thread. The only cross-thread paths are messages into a core's
+//! inbox: deferred answers (`Responder::respond`), `Connection::send_oneway`,
+//! `Connection::close`, connection hand-off and shutdown, each followed by a coalesced
+//! eventfd wake-up.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ringmq_remoting::command::FLAG_RESPONSE;
+use ringmq_remoting::{RemotingCommand, ResponseCode, SerializeType};
+
+use crate::stall::{StallStats, DEFAULT_STALL_THRESHOLD};
+
+mod conn;
+mod core_loop;
+
+pub(crate) use self::core_loop::{CoreMsg, CoreShared};
+
+/// Application logic for one server (namesrv, broker). Shared by every network core.
+pub trait RequestHandler: Send + Sync + 'static {
+    /// Runs on the network core that owns the connection. Must not block (no disk fsync,
+    /// no sleeping): work that waits goes to a stage thread and answers through
+    /// `ctx.responder()` with [`Reply::Later`].
+    ///
+    /// Commands with the response flag set (a client answering a server-initiated
+    /// request) are passed here too; nothing the handler returns for them is sent.
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Reply;
+    /// The connection closed (used for channel-expiry tables). Default: nothing.
+    fn on_close(&self, _conn: &Connection) {}
+}
+
+/// What the handler does with a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Answer now (ignored for oneway requests).
+    Now(Response),
+    /// The handler kept `ctx.responder()` and answers later, from any thread.
+    Later,
+    /// No answer (oneway requests).
+    Nothing,
+}
+
+/// A response frame. The frame body is `command.body` followed by the `extra_body`
+/// chunks, written with one vectored write and no user-space copy (e.g. CommitLog record
+/// slices for a pull).
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub command: RemotingCommand,
+    pub extra_body: Vec<Bytes>,
+}
+
+impl From<RemotingCommand> for Response {
+    fn from(command: RemotingCommand) -> Self {
+        Self {
+            command,
+            extra_body: Vec::new(),
+        }
+    }
+}
+
+impl Response {
+    /// A response whose body continues with `extra_body` after `command.body`.
+    pub fn with_extra_body(command: RemotingCommand, extra_body: Vec<Bytes>) -> Self {
+        Self {
+            command,
+            extra_body,
+        }
+    }
+
+    /// Body bytes on the wire: `command.body` plus every extra chunk.
+    pub fn body_len(&self) -> usize {
+        self.command.body.len() + self.extra_body.iter().map(Bytes::len).sum::<usize>()
+    }
+}
+
+/// `REQUEST_CODE_NOT_SUPPORTED` (3) for `request`, with the remark Java servers send.
+pub fn not_supported(request: &RemotingCommand) -> RemotingCommand {
+    request.response_to(
+        ResponseCode::RequestCodeNotSupported.code(),
+        Some(format!(" request type {} not supported", request.code)),
+    )
+}
+
+/// A response with `code`/`remark` for a request known only by opaque and serialize
+/// type (its command was moved into the handler).
+pub(crate) fn response_for(
+    opaque: i32,
+    serialize_type: SerializeType,
+    code: ResponseCode,
+    remark: String,
+) -> RemotingCommand {
+    let mut r = RemotingCommand::request(code.code(), opaque);
+    r.flag = FLAG_RESPONSE;
+    r.serialize_type = serialize_type;
+    r.remark = Some(remark);
+    r
+}
+
+/// The remark of the `SYSTEM_BUSY` answer when an in-flight bound is reached; the
+/// `[OVERLOAD]` prefix is what RocketMQ clients and operators look for.
+pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
+// ---------------------------------------------------------------------------------------
+// Connection, RequestContext, Responder
+// ---------------------------------------------------------------------------------------
+
+/// Handle to a live connection: `Clone + Send + Sync`, usable from any thread.
+#[derive(Clone)]
+pub struct Connection {
+    pub(crate) inner: Arc<ConnShared>,
+}
+
+pub(crate) struct ConnShared {
+    pub(crate) id: u64,
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) alive: AtomicBool,
+    pub(crate) core: Arc<CoreShared>,
+}
+
+impl Connection {
+    /// Unique for the server's lifetime: the owning core's index in the top 16 bits.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    /// False once the connection closed or `close()` was called.
+    pub fn is_alive(&self) -> bool {
+        self.inner.alive.load(Ordering::Acquire)
+    }
+
+    /// Index (into `ServerConfig::network_cores`) of the core that owns this connection.
+    pub fn core_index(&self) -> usize {
+        self.inner.core.index
+    }
+
+    /// Sends a server-initiated oneway request (e.g. NOTIFY_CONSUMER_IDS_CHANGED); the
+    /// oneway flag is set here. Returns false when the connection is gone or the owning
+    /// core's send queue is full (`ServerTuning::max_queued_sends_per_core`); the command
+    /// is also dropped later if the connection's output is backed up past its bound.
+    pub fn send_oneway(&self, cmd: RemotingCommand) -> bool {
+        if !self.is_alive() {
+            return false;
+        }
+        let mut cmd = cmd;
+        cmd.mark_oneway();
+        self.inner.core.post_send(self.inner.id, cmd)
+    }
+
+    /// Closes the connection (asynchronously, on its core). Idempotent.
+    pub fn close(&self) {
+        if self.inner.alive.swap(false, Ordering::AcqRel) {
+            self.inner.core.post(CoreMsg::Close {
+                conn_id: self.inner.id,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("id", &self.inner.id)
+            .field("peer", &self.inner.peer)
+            .field("local", &self.inner.local)
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+pub use self::conn::RequestContext;
+
+/// A deferred answer, usable from any thread (`Send`). Dropping it unanswered sends
+/// `SYSTEM_ERROR` so nothing is silently lost.
+pub struct Responder {
+    conn: Connection,
+    slot: u32,
+    generation: u32,
+    /// False for a responder that must not answer (already answered, or a duplicate).
+    armed: bool,
+}
+
+impl Responder {
+    /// Sends the answer. The opaque and response flag are set from the request, so a
+    /// handler cannot misaddress it. Ignored for oneway requests (only frees the slot).
+    pub fn respond(mut self, r: impl Into<Response>) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        let response = r.into();
+        self.conn.inner.core.post(CoreMsg::Respond {
+            conn_id: self.conn.inner.id,
+            slot: self.slot,
+            generation: self.generation,
+            response: Some(response),
+        });
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(crate) fn armed(conn: Connection, slot: u32, generation: u32) -> Self {
+        Self {
+            conn,
+            slot,
+            generation,
+            armed: true,
+        }
+    }
+
+    /// A responder that answers nothing: handed out by a second `responder()` call for
+    /// the same request, so the first one stays the only answer.
+    pub(crate) fn disarmed(conn: Connection) -> Self {
+        Self {
+            conn,
+            slot: u32::MAX,
+            generation: u32::MAX,
+            armed: false,
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if self.armed {
+            // `response: None` makes the owning core answer SYSTEM_ERROR for this slot.
+            self.conn.inner.core.post(CoreMsg::Respond {
+                conn_id: self.conn.inner.id,
+                slot: self.slot,
+                generation: self.generation,
+                response: None,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for Responder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responder")
+            .field("conn", &self.conn.inner.id)
+            .field("slot", &self.slot)
+            .field("armed", &self.armed)
+            .finish()
+    }
+}
+
+/// Handle to one network core, `Clone + Send + Sync`: lets another thread (e.g. the reput
+/// stage waking long-polling pulls) run code on that core, where its per-core state lives.
+#[derive(Clone)]
+pub struct CoreHandle {
+    shared: Arc<CoreShared>,
+}
+
+impl CoreHandle {
+    /// Index into `ServerConfig::network_cores`; matches `RequestContext::core_index()`.
+    pub fn index(&self) -> usize {
+        self.shared.index
+    }
+
+    /// Runs `f` on the core thread soon (next loop iteration; wake-ups coalesce). Returns
+    /// false when the core's bounded queue (`max_queued_sends_per_core`) is full. Must
+    /// not block, like a handler. Closures still queued at shutdown are dropped unrun.
+    pub fn execute(&self, f: impl FnOnce() + Send + 'static) -> bool {
+        self.shared.post_bounded(CoreMsg::Run(Box::new(f)))
+    }
+}
+
+impl fmt::Debug for CoreHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CoreHandle")
+            .field("index", &self.shared.index)
+            .field("cpu", &self.shared.cpu)
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------------------
+
+/// The agreed server configuration. Further knobs live in [`ServerTuning`].
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen_addr: SocketAddr,
+    /// CPU cores to run network cores on, one thread each (see `CoreMap::network`).
+    pub network_cores: Vec<usize>,
+    /// Frames larger than this (length word included) close their connection.
+    pub max_frame_bytes: usize,
+    /// Close a connection with no read and no write for this long; 0 disables.
+    pub idle_timeout_ms: u64,
+    /// Deferred (`Reply::Later`) requests one connection may have outstanding.
+    pub max_in_flight_per_connection: usize,
+    /// Deferred requests the whole server may have outstanding; split evenly across
+    /// cores so admission needs no shared counter.
+    pub max_in_flight_total: usize,
+    /// For logs and thread names.
+    pub name: String,
+}
+
+/// Java's `serverChannelMaxIdleTimeSeconds` default, 120 s.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
+pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 8_192;
+pub const DEFAULT_MAX_IN_FLIGHT_TOTAL: usize = 65_536;
+
+impl ServerConfig {
+    /// Defaults: network cores from `CoreMap::detect()`, 16 MiB frames, 120 s idle.
+    pub fn new(listen_addr: SocketAddr, name: impl Into<String>) -> Self {
+        Self {
+            listen_addr,
+            network_cores: crate::cores::CoreMap::detect().network,
+            max_frame_bytes: ringmq_remoting::DEFAULT_MAX_FRAME_BYTES,
+            idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
+            max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+            max_in_flight_total: DEFAULT_MAX_IN_FLIGHT_TOTAL,
+            name: name.into(),
+        }
+    }
+}
+
+/// Less common knobs, with defaults that suit a broker.
+#[derive(Debug, Clone)]
+pub struct ServerTuning {
+    /// Output bytes queued for one connection above which the server stops reading from
+    /// it (a client that does not read cannot make the server buffer without bound);
+    /// reading resumes below half of it.
+    pub max_output_bytes_per_connection: usize,
+    /// Minimum free space offered to each socket read.
+    pub read_chunk_bytes: usize,
+    /// How long `shutdown` waits for deferred answers before failing them.
+    pub drain_timeout_ms: u64,
+    /// Bound on `send_oneway`/hand-off messages waiting in one core's inbox.
+    pub max_queued_sends_per_core: usize,
+    /// Submission-queue entries of each core's io_uring.
+    pub io_uring_entries: u32,
+    /// A core loop iteration busy longer than this counts as a stall.
+    pub stall_threshold: Duration,
+    /// TCP listen backlog (Java's `serverSocketBacklog` default, 1024).
+    pub listen_backlog: i32,
+}
+
+impl Default for ServerTuning {
+    fn default() -> Self {
+        Self {
+            max_output_bytes_per_connection: 4 * 1024 * 1024,
+            read_chunk_bytes: 64 * 1024,
+            drain_timeout_ms: 5_000,
+            max_queued_sends_per_core: 16_384,
+            io_uring_entries: 1024,
+            stall_threshold: DEFAULT_STALL_THRESHOLD,
+            listen_backlog: 1024,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------
+
+/// A running server. Dropping it shuts it down like [`Server::shutdown`].
+pub struct Server {
+    name: String,
+    local_addr: SocketAddr,
+    cores: Vec<Arc<CoreShared>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Per-core counters (a snapshot).
+#[derive(Debug, Clone, Default)]
+pub struct CoreStats {
+    /// Index into `ServerConfig::network_cores`.
+    pub index: usize,
+    /// The CPU core the thread was asked to run on.
+    pub cpu: usize,
+    pub connections: u64,
+    /// Deferred requests outstanding on this core.
+    pub in_flight: u64,
+    pub requests: u64,
+    /// Requests refused with SYSTEM_BUSY `[OVERLOAD]` (oneway ones are dropped).
+    pub rejected_busy: u64,
+    /// Connections closed for a malformed or oversize frame.
+    pub bad_frames: u64,
+    /// Times a connection's reading paused because its output was backed up.
+    pub read_pauses: u64,
+    pub idle_closed: u64,
+    /// eventfd writes that woke this core (completions coalesce into fewer writes).
+    pub wakeups: u64,
+    /// The loop's stall counter and busy time.
+    pub loop_stats: StallStats,
+}
+
+impl Server {
+    /// Binds `config.listen_addr` and starts one network core per `config.network_cores`
+    /// entry. Fails with the cause if the address cannot be bound or io_uring cannot be set
+    /// up (e.g. blocked by seccomp or `kernel.io_uring_disabled`).
+    pub fn start(config: ServerConfig, handler: Arc<dyn RequestHandler>) -> io::Result<Server> {
+        Self::start_with(config, ServerTuning::default(), handler)
+    }
+
+    /// [`Server::start`] with explicit tuning.
+    pub fn start_with(
+        config: ServerConfig,
+        tuning: ServerTuning,
+        handler: Arc<dyn RequestHandler>,
+    ) -> io::Result<Server> {
+        let (local_addr, cores, threads) = self::core_loop::start_cores(&config, &tuning, handler)?;
+        tracing::info!(
+            server = %config.name,
+            %local_addr,
+            cores = %crate::cores::format_core_list(&config.network_cores),
+            "remoting server listening"
+        );
+        Ok(Server {
+            name: config.name,
+            local_addr,
+            cores,
+            threads,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Graceful drain: stop accepting and reading, wait up to
+    /// `ServerTuning::drain_timeout_ms` for deferred answers, fail the rest with
+    /// SYSTEM_ERROR, flush, close every connection, join the core threads.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    /// Per-core counters.
+    pub fn stats(&self) -> Vec<CoreStats> {
+        self.cores.iter().map(|c| c.stats()).collect()
+    }
+
+    /// Sum of the per-core loop stall counters (iterations busy > the stall threshold).
+    pub fn stalls(&self) -> u64 {
+        self.cores.iter().map(|c| c.meter.stalls()).sum()
+    }
+
+    /// One handle per network core, in `network_cores` order (index = `core_index()`).
+    pub fn core_handles(&self) -> Vec<CoreHandle> {
+        self.cores
+            .iter()
+            .map(|c| CoreHandle { shared: c.clone() })
+            .collect()
+    }
+
+    fn stop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        for core in &self.cores {
+            core.post(CoreMsg::Shutdown);
+        }
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                tracing::error!(server = %self.name, "a network core thread panicked during shutdown");
+            }
+        }
+        tracing::info!(server = %self.name, "remoting server stopped");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.name)
+            .field("local_addr", &self.local_addr)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_supported_matches_java_remark() {
+        let mut req = RemotingCommand::request(9999, 77);
+        req.serialize_type = SerializeType::RocketMq;
+        let r = not_supported(&req);
+        assert_eq!(r.code, 3);
+        assert_eq!(r.opaque, 77);
+        assert!(r.is_response());
+        assert_eq!(
+            r.remark.as_deref(),
+            Some(" request type 9999 not supported")
+        );
+        assert_eq!(r.serialize_type, SerializeType::RocketMq);
+    }
+
+    #[test]
+    fn response_body_len_counts_extra_chunks() {
+        let cmd = RemotingCommand::request(0, 1).with_body(Bytes::from_static(b"abc"));
+        let r = Response::with_extra_body(
+            cmd,
+            vec![Bytes::from_static(b"de"), Bytes::from_static(b"f")],
+        );
+        assert_eq!(r.body_len(), 6);
+    }
+}

@@ -1,0 +1,765 @@
+//! One connection on its network core: the reader task (read, split frames, dispatch to
+//! the handler, back-pressure), the writer task (batched, vectored writes), the output
+//! queue, the table of deferred requests, and the `RequestContext` handed to handlers.
+//!
+//! Invariant that makes `shutdown(2)` on the raw fd safe: while `phase != Closed`, at
+//! least one of the two tasks is alive and holds a clone of the socket, so the fd is open.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::os::fd::RawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use compio::buf::{IntoInner, IoBufMut};
+use compio::io::{AsyncRead, AsyncWriteExt};
+use compio::net::TcpStream;
+use compio::BufResult;
+use ringmq_remoting::command::FLAG_RESPONSE;
+use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode, SerializeType};
+
+use super::core_loop::{bump, CoreLocal};
+use super::{response_for, Connection, Reply, Responder, Response, ServerTuning, OVERLOAD_REMARK};
+
+/// Bodies up to this size are copied behind their header (one iovec beats two for small
+/// frames); larger bodies and every `extra_body` chunk are written from their own memory.
+const INLINE_BODY_MAX_BYTES: usize = 8 * 1024;
+/// Room reserved for one encoded header (a JSON response header is ~200-400 bytes; the
+/// buffer grows if a header is larger).
+const HEADER_RESERVE_BYTES: usize = 512;
+/// Initial write buffer; also the minimum size it is re-allocated at.
+const WRITE_BUF_BYTES: usize = 16 * 1024;
+/// Chunks per vectored write (well under IOV_MAX = 1024).
+const MAX_IOVECS: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Open,
+    /// Server shutdown: no more reads; waiting for deferred answers and the flush.
+    Draining,
+    Closed,
+}
+
+/// A deferred request waiting for its `Responder`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) opaque: i32,
+    pub(crate) serialize_type: SerializeType,
+    pub(crate) oneway: bool,
+    pub(crate) request_code: i32,
+}
+
+/// Slab of deferred requests. A `Responder` names its slot and the slot's generation, so
+/// an answer for a slot that was already answered, failed or reused is recognised and
+/// dropped: every request gets exactly one response.
+#[derive(Default)]
+pub(crate) struct Deferred {
+    slots: Vec<(u32, Option<Pending>)>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl Deferred {
+    pub(crate) fn insert(&mut self, pending: Pending) -> (u32, u32) {
+        self.live += 1;
+        if let Some(i) = self.free.pop() {
+            let slot = &mut self.slots[i as usize];
+            slot.0 = slot.0.wrapping_add(1);
+            slot.1 = Some(pending);
+            return (i, slot.0);
+        }
+        self.slots.push((0, Some(pending)));
+        ((self.slots.len() - 1) as u32, 0)
+    }
+
+    pub(crate) fn remove(&mut self, slot: u32, generation: u32) -> Option<Pending> {
+        let entry = self.slots.get_mut(slot as usize)?;
+        if entry.0 != generation {
+            return None;
+        }
+        let pending = entry.1.take()?;
+        self.free.push(slot);
+        self.live -= 1;
+        Some(pending)
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Empties the slab into `out` (when given); returns how many were pending.
+    fn take_all(&mut self, mut out: Option<&mut Vec<Pending>>) -> usize {
+        let n = self.live;
+        for (i, entry) in self.slots.iter_mut().enumerate() {
+            if let Some(p) = entry.1.take() {
+                self.free.push(i as u32);
+                if let Some(out) = out.as_mut() {
+                    out.push(p);
+                }
+            }
+        }
+        self.live = 0;
+        n
+    }
+
+    pub(crate) fn clear(&mut self) -> usize {
+        self.take_all(None)
+    }
+}
+
+/// Frames waiting to be written: `wbuf` collects small encoded frames; frames with large
+/// or extra bodies close the current `wbuf` run into `segments` followed by their body
+/// chunks, so order is kept and bodies are never copied.
+struct Output {
+    wbuf: BytesMut,
+    segments: VecDeque<Bytes>,
+    /// Bytes queued or being written (the back-pressure measure).
+    queued_bytes: usize,
+}
+
+impl Output {
+    fn push_frame(&mut self, cmd: &RemotingCommand, extra_body: Vec<Bytes>) {
+        let inline = extra_body.is_empty() && cmd.body.len() <= INLINE_BODY_MAX_BYTES;
+        let body_len = cmd.body.len() + extra_body.iter().map(Bytes::len).sum::<usize>();
+        self.wbuf
+            .reserve(HEADER_RESERVE_BYTES + if inline { cmd.body.len() } else { 0 });
+        let start = self.wbuf.len();
+        cmd.encode_header_for_body(body_len, &mut self.wbuf);
+        let header_bytes = self.wbuf.len() - start;
+        if inline {
+            self.wbuf.extend_from_slice(&cmd.body);
+        } else {
+            self.segments.push_back(self.wbuf.split().freeze());
+            if !cmd.body.is_empty() {
+                self.segments.push_back(cmd.body.clone());
+            }
+            self.segments
+                .extend(extra_body.into_iter().filter(|b| !b.is_empty()));
+        }
+        self.queued_bytes += header_bytes + body_len;
+    }
+
+    /// Moves up to `max` chunks into `iov`; returns their byte count.
+    fn take(&mut self, iov: &mut Vec<Bytes>, max: usize) -> usize {
+        if !self.wbuf.is_empty() {
+            let run = self.wbuf.split().freeze();
+            self.segments.push_back(run);
+        }
+        let mut bytes = 0;
+        while iov.len() < max {
+            let Some(chunk) = self.segments.pop_front() else {
+                break;
+            };
+            bytes += chunk.len();
+            iov.push(chunk);
+        }
+        bytes
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queued_bytes == 0
+    }
+}
+
+/// A one-waiter wake-up flag between two tasks of the same core.
+#[derive(Default)]
+struct LocalSignal {
+    set: Cell<bool>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl LocalSignal {
+    fn notify(&self) {
+        self.set.set(true);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    async fn wait(&self) {
+        poll_fn(|cx| {
+            if self.set.replace(false) {
+                Poll::Ready(())
+            } else {
+                self.waker.set(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// Core-local state of one connection.
+pub(crate) struct ConnLocal {
+    pub(crate) handle: Connection,
+    fd: RawFd,
+    phase: Cell<Phase>,
+    last_active: Cell<Instant>,
+    out: RefCell<Output>,
+    writer_signal: LocalSignal,
+    reader_signal: LocalSignal,
+    pub(crate) deferred: RefCell<Deferred>,
+    tasks_left: Cell<u8>,
+    read_paused: Cell<bool>,
+    reader_done: Cell<bool>,
+}
+
+impl ConnLocal {
+    pub(crate) fn new(handle: Connection, fd: RawFd, now: Instant) -> Self {
+        Self {
+            handle,
+            fd,
+            phase: Cell::new(Phase::Open),
+            last_active: Cell::new(now),
+            out: RefCell::new(Output {
+                wbuf: BytesMut::with_capacity(WRITE_BUF_BYTES),
+                segments: VecDeque::new(),
+                queued_bytes: 0,
+            }),
+            writer_signal: LocalSignal::default(),
+            reader_signal: LocalSignal::default(),
+            deferred: RefCell::new(Deferred::default()),
+            tasks_left: Cell::new(2),
+            read_paused: Cell::new(false),
+            reader_done: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.phase.get()
+    }
+
+    pub(crate) fn last_active(&self) -> Instant {
+        self.last_active.get()
+    }
+
+    fn touch(&self, now: Instant) {
+        self.last_active.set(now);
+    }
+
+    /// Closes the connection: both tasks wake and exit, pending output is discarded.
+    pub(crate) fn close(&self, reason: &str) {
+        if self.phase.get() == Phase::Closed {
+            return;
+        }
+        tracing::debug!(conn = self.handle.inner.id, peer = %self.handle.inner.peer, "closing connection: {reason}");
+        self.mark_closed();
+        // SAFETY: phase was not Closed, so a task still holds the socket open (module doc).
+        unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+        self.writer_signal.notify();
+        self.reader_signal.notify();
+    }
+
+    /// `close` for callers that build the reason at run time.
+    pub(crate) fn close_with(&self, reason: &str) {
+        self.close(reason);
+    }
+
+    fn mark_closed(&self) {
+        self.phase.set(Phase::Closed);
+        self.handle
+            .inner
+            .alive
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Server shutdown: stop reading (requests already buffered are still served).
+    pub(crate) fn begin_drain(&self) {
+        if self.phase.get() != Phase::Open {
+            return;
+        }
+        self.phase.set(Phase::Draining);
+        // SAFETY: phase was Open, so the socket is open (module doc). SHUT_RD makes the
+        // pending read return end-of-stream.
+        unsafe { libc::shutdown(self.fd, libc::SHUT_RD) };
+        self.reader_signal.notify();
+    }
+
+    /// Every dispatched request is answered: the reader stopped and nothing is deferred
+    /// (the output may still be flushing).
+    pub(crate) fn drained(&self) -> bool {
+        self.reader_done.get() && self.deferred.borrow().live() == 0
+    }
+
+    pub(crate) fn output_empty(&self) -> bool {
+        self.out.borrow().is_empty()
+    }
+
+    pub(crate) fn output_backed_up(&self, tuning: &ServerTuning) -> bool {
+        self.out.borrow().queued_bytes > tuning.max_output_bytes_per_connection
+    }
+
+    pub(crate) fn wake_writer(&self) {
+        if !self.out.borrow().is_empty() {
+            self.writer_signal.notify();
+        }
+    }
+
+    /// Queues a response to the request with `opaque`.
+    pub(crate) fn push_response(&self, response: Response, opaque: i32) {
+        let Response {
+            mut command,
+            extra_body,
+        } = response;
+        command.opaque = opaque;
+        command.flag |= FLAG_RESPONSE;
+        self.out.borrow_mut().push_frame(&command, extra_body);
+    }
+
+    /// Queues a server-initiated request.
+    pub(crate) fn push_request(&self, command: &RemotingCommand) {
+        self.out.borrow_mut().push_frame(command, Vec::new());
+    }
+
+    /// Answers every deferred request still pending with SYSTEM_ERROR; returns how many.
+    pub(crate) fn fail_pending(&self, remark: &str) -> usize {
+        let mut pending = Vec::new();
+        let n = self.deferred.borrow_mut().take_all(Some(&mut pending));
+        if self.phase.get() != Phase::Closed {
+            for p in pending.iter().filter(|p| !p.oneway) {
+                let r = response_for(
+                    p.opaque,
+                    p.serialize_type,
+                    ResponseCode::SystemError,
+                    remark.to_string(),
+                );
+                self.push_response(r.into(), p.opaque);
+            }
+            self.wake_writer();
+        }
+        n
+    }
+}
+
+/// Releases the connection when the last of its two tasks ends (normally, by panic, or
+/// because the runtime is being torn down).
+struct TaskGuard {
+    core: Rc<CoreLocal>,
+    conn: Rc<ConnLocal>,
+    is_reader: bool,
+    close_on_exit: Cell<bool>,
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        if self.is_reader {
+            self.conn.reader_done.set(true);
+        }
+        let left = self.conn.tasks_left.get().saturating_sub(1);
+        self.conn.tasks_left.set(left);
+        if left > 0 {
+            if self.close_on_exit.get() {
+                self.conn.close("connection task ended");
+            }
+        } else {
+            self.conn.mark_closed();
+            self.core.forget(&self.conn);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResponderState {
+    Available,
+    Taken,
+    /// The command is a response: there is nothing to answer.
+    Forbidden,
+}
+
+/// What a handler knows about the request it is handling. One per connection, reused
+/// for every request on it.
+pub struct RequestContext {
+    core: Rc<CoreLocal>,
+    conn: Rc<ConnLocal>,
+    opaque: Cell<i32>,
+    serialize_type: Cell<SerializeType>,
+    oneway: Cell<bool>,
+    code: Cell<i32>,
+    responder: Cell<ResponderState>,
+}
+
+impl RequestContext {
+    /// The deferred answer for this request; return [`Reply::Later`] after taking it.
+    /// Only the first call per request returns a live responder (later calls log an
+    /// error and return one that answers nothing), so a request is answered once.
+    pub fn responder(&self) -> super::Responder {
+        let handle = self.conn.handle.clone();
+        match self.responder.get() {
+            ResponderState::Available => {}
+            ResponderState::Taken => {
+                tracing::error!(
+                    code = self.code.get(),
+                    "responder() called twice for one request; the second answers nothing"
+                );
+                return Responder::disarmed(handle);
+            }
+            ResponderState::Forbidden => {
+                tracing::error!(
+                    code = self.code.get(),
+                    "responder() called for a response command; it answers nothing"
+                );
+                return Responder::disarmed(handle);
+            }
+        }
+        self.responder.set(ResponderState::Taken);
+        let (slot, generation) = self.conn.deferred.borrow_mut().insert(Pending {
+            opaque: self.opaque.get(),
+            serialize_type: self.serialize_type.get(),
+            oneway: self.oneway.get(),
+            request_code: self.code.get(),
+        });
+        self.core.in_flight_add(1);
+        Responder::armed(handle, slot, generation)
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn.handle
+    }
+
+    /// The request's opaque (what its response must carry).
+    pub fn opaque(&self) -> i32 {
+        self.opaque.get()
+    }
+
+    pub fn is_oneway(&self) -> bool {
+        self.oneway.get()
+    }
+
+    /// Index of the network core running the handler.
+    pub fn core_index(&self) -> usize {
+        self.core.shared.index
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+/// Splits one frame off `buf`; a decoder panic counts as a malformed frame.
+fn decode(decoder: &FrameDecoder, buf: &mut BytesMut) -> Result<Option<RemotingCommand>, String> {
+    match catch_unwind(AssertUnwindSafe(|| decoder.decode(buf))) {
+        Ok(Ok(cmd)) => Ok(cmd),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(p) => Err(format!("frame decoder panicked: {}", panic_message(&*p))),
+    }
+}
+
+/// Runs the handler for one decoded command and queues whatever must be answered now.
+fn dispatch(core: &CoreLocal, conn: &ConnLocal, ctx: &RequestContext, cmd: RemotingCommand) {
+    bump(&core.shared.counters.requests, 1);
+    let code = cmd.code;
+    let opaque = cmd.opaque;
+    let serialize_type = cmd.serialize_type;
+    if cmd.is_response() {
+        ctx.responder.set(ResponderState::Forbidden);
+        ctx.code.set(code);
+        let handled = catch_unwind(AssertUnwindSafe(|| core.handler.handle(cmd, ctx)));
+        if handled.is_err() {
+            tracing::error!(
+                conn = conn.handle.inner.id,
+                code,
+                "RequestHandler::handle panicked on a response command"
+            );
+        }
+        return;
+    }
+    let oneway = cmd.is_oneway();
+    if conn.deferred.borrow().live() >= core.per_conn_limit
+        || core.in_flight.get() >= core.in_flight_limit
+    {
+        bump(&core.shared.counters.rejected_busy, 1);
+        if !oneway {
+            let remark = format!(
+                "{OVERLOAD_REMARK} (in-flight bound reached: {} on this connection, {} on this core)",
+                conn.deferred.borrow().live(),
+                core.in_flight.get()
+            );
+            let busy = cmd.response_to(ResponseCode::SystemBusy.code(), Some(remark));
+            conn.push_response(busy.into(), opaque);
+        }
+        return;
+    }
+    ctx.opaque.set(opaque);
+    ctx.serialize_type.set(serialize_type);
+    ctx.oneway.set(oneway);
+    ctx.code.set(code);
+    ctx.responder.set(ResponderState::Available);
+    let reply = catch_unwind(AssertUnwindSafe(|| core.handler.handle(cmd, ctx)));
+    let taken = ctx.responder.get() == ResponderState::Taken;
+    let answer = match reply {
+        Ok(Reply::Now(response)) if !taken => Some(response),
+        Ok(Reply::Now(_)) => {
+            tracing::error!(
+                code,
+                "handler took the responder but replied Now; the responder's answer is used"
+            );
+            None
+        }
+        Ok(Reply::Later) if !taken => {
+            tracing::error!(
+                code,
+                "handler replied Later without taking the responder; answering SYSTEM_ERROR"
+            );
+            Some(
+                response_for(
+                    opaque,
+                    serialize_type,
+                    ResponseCode::SystemError,
+                    format!("request code {code} was not answered by the server"),
+                )
+                .into(),
+            )
+        }
+        Ok(Reply::Later) | Ok(Reply::Nothing) => None,
+        Err(p) => {
+            tracing::error!(
+                conn = conn.handle.inner.id,
+                code,
+                "RequestHandler::handle panicked: {}",
+                panic_message(&*p)
+            );
+            // A taken responder was dropped during the unwind and answers SYSTEM_ERROR.
+            (!taken).then(|| {
+                response_for(
+                    opaque,
+                    serialize_type,
+                    ResponseCode::SystemError,
+                    format!("request code {code} failed inside the server"),
+                )
+                .into()
+            })
+        }
+    };
+    if let Some(response) = answer {
+        if !oneway {
+            conn.push_response(response, opaque);
+        }
+    }
+}
+
+/// Reads, splits frames, dispatches; pauses while the connection's output is backed up.
+pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut stream: TcpStream) {
+    let guard = TaskGuard {
+        core: core.clone(),
+        conn: conn.clone(),
+        is_reader: true,
+        close_on_exit: Cell::new(true),
+    };
+    let ctx = RequestContext {
+        core: core.clone(),
+        conn: conn.clone(),
+        opaque: Cell::new(0),
+        serialize_type: Cell::new(SerializeType::Json),
+        oneway: Cell::new(false),
+        code: Cell::new(0),
+        responder: Cell::new(ResponderState::Available),
+    };
+    let mut rbuf = BytesMut::with_capacity(core.tuning.read_chunk_bytes);
+    loop {
+        // Serve every complete frame already buffered.
+        loop {
+            if conn.phase() == Phase::Closed {
+                return;
+            }
+            if conn.output_backed_up(&core.tuning) {
+                if conn.phase() == Phase::Draining {
+                    // Shutting down with output still backed up: requests not yet
+                    // dispatched stay unread (the client sees the close); the drain
+                    // flushes and fails what was dispatched.
+                    guard.close_on_exit.set(false);
+                    return;
+                }
+                if !conn.read_paused.replace(true) {
+                    bump(&core.shared.counters.read_pauses, 1);
+                }
+                conn.wake_writer();
+                conn.reader_signal.wait().await;
+                continue;
+            }
+            conn.read_paused.set(false);
+            match decode(&core.decoder, &mut rbuf) {
+                Ok(Some(cmd)) => dispatch(&core, &conn, &ctx, cmd),
+                Ok(None) => break,
+                Err(why) => {
+                    bump(&core.shared.counters.bad_frames, 1);
+                    tracing::warn!(
+                        conn = conn.handle.inner.id,
+                        peer = %conn.handle.inner.peer,
+                        "closing connection after a bad frame: {why}"
+                    );
+                    conn.close("bad frame");
+                    return;
+                }
+            }
+        }
+        conn.wake_writer();
+        if conn.phase() != Phase::Open {
+            // Draining: the drain closes the connection once its answers are out.
+            guard.close_on_exit.set(false);
+            return;
+        }
+        // Offer at least a chunk, or the rest of a frame whose length is already known.
+        let rest_of_frame = match core.decoder.peek_frame_bytes(&rbuf) {
+            Ok(Some(frame_bytes)) => frame_bytes.saturating_sub(rbuf.len()),
+            _ => 0,
+        };
+        rbuf.reserve(rest_of_frame.max(core.tuning.read_chunk_bytes));
+        // `uninit()` makes the read append after the buffered partial frame (a plain
+        // BytesMut read would fill from offset 0).
+        let BufResult(result, back) = stream.read(rbuf.uninit()).await;
+        rbuf = back.into_inner();
+        match result {
+            Ok(0) if conn.phase() == Phase::Draining => continue,
+            Ok(0) => {
+                conn.close("peer closed the connection");
+                return;
+            }
+            Ok(_) => conn.touch(core.now()),
+            Err(e) => {
+                if conn.phase() == Phase::Open {
+                    conn.close_with(&format!("read failed: {e}"));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Writes queued output in batches: one `send` for a run of small frames, one vectored
+/// `send` when large bodies or extra chunks are queued.
+pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut stream: TcpStream) {
+    let _guard = TaskGuard {
+        core: core.clone(),
+        conn: conn.clone(),
+        is_reader: false,
+        close_on_exit: Cell::new(true),
+    };
+    let mut iov: Vec<Bytes> = Vec::with_capacity(MAX_IOVECS);
+    loop {
+        let taken = conn.out.borrow_mut().take(&mut iov, MAX_IOVECS);
+        if iov.is_empty() {
+            if conn.phase() == Phase::Closed {
+                return;
+            }
+            conn.writer_signal.wait().await;
+            continue;
+        }
+        let result = if iov.len() == 1 {
+            let chunk = iov.pop().unwrap_or_default();
+            stream.write_all(chunk).await.0
+        } else {
+            let BufResult(result, back) = stream.write_vectored_all(iov).await;
+            iov = back;
+            iov.clear();
+            result
+        };
+        {
+            let mut out = conn.out.borrow_mut();
+            out.queued_bytes -= taken;
+        }
+        if let Err(e) = result {
+            if conn.phase() != Phase::Closed {
+                conn.close_with(&format!("write failed: {e}"));
+            }
+            return;
+        }
+        conn.touch(core.now());
+        if conn.read_paused.get()
+            && conn.out.borrow().queued_bytes <= core.tuning.max_output_bytes_per_connection / 2
+        {
+            conn.reader_signal.notify();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(opaque: i32) -> Pending {
+        Pending {
+            opaque,
+            serialize_type: SerializeType::RocketMq,
+            oneway: false,
+            request_code: 10,
+        }
+    }
+
+    #[test]
+    fn deferred_slots_answer_once_and_reject_stale_generations() {
+        let mut d = Deferred::default();
+        let (s1, g1) = d.insert(pending(1));
+        let (s2, g2) = d.insert(pending(2));
+        assert_eq!(d.live(), 2);
+        assert_eq!(d.remove(s1, g1).map(|p| p.opaque), Some(1));
+        assert!(
+            d.remove(s1, g1).is_none(),
+            "a second answer for the same slot must be ignored"
+        );
+        let (s3, g3) = d.insert(pending(3));
+        assert_eq!(s3, s1, "free slots are reused");
+        assert_ne!(g3, g1);
+        assert!(
+            d.remove(s1, g1).is_none(),
+            "an answer for the previous occupant must be ignored"
+        );
+        let mut out = Vec::new();
+        assert_eq!(d.take_all(Some(&mut out)), 2);
+        assert_eq!(d.live(), 0);
+        let mut opaques: Vec<i32> = out.iter().map(|p| p.opaque).collect();
+        opaques.sort_unstable();
+        assert_eq!(opaques, vec![2, 3]);
+        assert!(
+            d.remove(s2, g2).is_none(),
+            "answers after a drain are ignored"
+        );
+    }
+
+    #[test]
+    fn output_keeps_frame_order_and_does_not_copy_large_bodies() {
+        let mut out = Output {
+            wbuf: BytesMut::with_capacity(64),
+            segments: VecDeque::new(),
+            queued_bytes: 0,
+        };
+        let mut small = RemotingCommand::request(1, 1).with_body(Bytes::from_static(b"tiny"));
+        small.serialize_type = SerializeType::RocketMq;
+        let big_body = Bytes::from(vec![7u8; INLINE_BODY_MAX_BYTES + 1]);
+        let mut big = RemotingCommand::request(2, 2).with_body(big_body.clone());
+        big.serialize_type = SerializeType::RocketMq;
+        out.push_frame(&small, Vec::new());
+        out.push_frame(&big, vec![Bytes::from_static(b"extra")]);
+        out.push_frame(&small, Vec::new());
+        let mut iov = Vec::new();
+        let n = out.take(&mut iov, MAX_IOVECS);
+        assert_eq!(n, out.queued_bytes);
+        assert_eq!(
+            iov.len(),
+            4,
+            "run(small+big header), big body, extra, run(small)"
+        );
+        assert_eq!(
+            iov[1].as_ptr(),
+            big_body.as_ptr(),
+            "the large body must be written from its own memory"
+        );
+        let wire: Vec<u8> = iov.iter().flat_map(|b| b.iter().copied()).collect();
+        let mut expected = BytesMut::new();
+        small.encode(&mut expected);
+        let mut big_with_extra = big.clone();
+        let mut body = big_body.to_vec();
+        body.extend_from_slice(b"extra");
+        big_with_extra.body = Bytes::from(body);
+        big_with_extra.encode(&mut expected);
+        small.encode(&mut expected);
+        assert_eq!(wire, expected.to_vec());
+    }
+}

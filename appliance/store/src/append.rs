@@ -1,0 +1,388 @@
+//! The append stage: the single thread that owns the CommitLog tail (RocketMQ's
+//! `putMessageLock` critical section). It drains PutRequests from producers' threads over a
+//! bounded queue in batches, assigns queue offsets from the topicQueueTable it owns,
+//! patches PHYSICALOFFSET / QUEUEOFFSET / STORETIMESTAMP into the pre-encoded records,
+//! copies them into the active segment (mmap) or the write ring (direct), rolls segments
+//! with a BLANK filler, publishes the new max offset, and hands completions to the flush
+//! stage (SYNC_FLUSH) or completes them itself (ASYNC_FLUSH).
+
+use crate::commit_log::AllocatorHandle;
+use crate::config::FlushDiskType;
+use crate::direct::DirectRing;
+use crate::flush::{FlushMsg, Waiter};
+use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
+use crate::store::Shared;
+use crate::types::{PutMessageStatus, PutRequest, PutResult};
+use crate::util::now_ms;
+use ringmq_remoting::message::record::{self, BLANK_RECORD_SIZE};
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Completion of a put, run on a stage thread.
+pub type PutCallback = Box<dyn FnOnce(PutResult) + Send>;
+
+/// Messages to the append stage.
+pub(crate) enum AppendMsg {
+    Put {
+        req: PutRequest,
+        done: PutCallback,
+    },
+    /// Forget a topic's queue offsets (topic deleted).
+    DeleteTopic(String),
+    /// Finish queued work, stop; the flush stage is told to stop after a final flush.
+    Shutdown(SyncSender<()>),
+}
+
+/// The append stage's state; lives on its thread.
+pub(crate) struct AppendStage {
+    shared: Arc<Shared>,
+    rx: Receiver<AppendMsg>,
+    flush_tx: SyncSender<FlushMsg>,
+    allocator: AllocatorHandle,
+    active: Option<Arc<MappedFile>>,
+    /// Global write offset (the next record's physical offset).
+    wrote: u64,
+    /// `topic -> queueId -> next queue offset`.
+    topic_queue_table: HashMap<String, HashMap<i32, i64>>,
+    ring: Option<Arc<DirectRing>>,
+    last_store_timestamp_ms: i64,
+    lock_hold_us: hdrhistogram::Histogram<u64>,
+}
+
+impl AppendStage {
+    pub fn new(
+        shared: Arc<Shared>,
+        rx: Receiver<AppendMsg>,
+        flush_tx: SyncSender<FlushMsg>,
+        allocator: AllocatorHandle,
+        topic_queue_table: HashMap<String, HashMap<i32, i64>>,
+        ring: Option<Arc<DirectRing>>,
+    ) -> Self {
+        let log = &shared.log;
+        let wrote = log.max_offset();
+        let active = log.last_file().filter(|f| f.contains(wrote));
+        AppendStage {
+            flush_tx,
+            allocator,
+            active,
+            wrote,
+            topic_queue_table,
+            ring,
+            last_store_timestamp_ms: 0,
+            lock_hold_us: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2)
+                .expect("histogram bounds"),
+            rx,
+            shared,
+        }
+    }
+
+    pub fn run(mut self) {
+        crate::util::pin_current_thread(self.shared.config.append_core, "append");
+        let max_batch = self.shared.config.append_batch_max_requests.max(1);
+        let max_batch_bytes = self.shared.config.append_batch_max_bytes.max(1);
+        let sync = self.shared.config.flush_disk_type == FlushDiskType::SyncFlush;
+        let timeout = Duration::from_millis(self.shared.config.sync_flush_timeout_ms);
+        // Prepare the next segment ahead of need.
+        if let Some(a) = &self.active {
+            self.allocator.prepare(a.from_offset() + a.size());
+        }
+        let mut batch: Vec<AppendMsg> = Vec::with_capacity(max_batch);
+        let mut done_now: Vec<(PutCallback, PutResult)> = Vec::with_capacity(max_batch);
+        let mut waiters: Vec<Waiter> = Vec::with_capacity(max_batch);
+        loop {
+            match self.rx.recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+            let mut batch_bytes = msg_bytes(&batch[0]);
+            while batch.len() < max_batch && batch_bytes < max_batch_bytes {
+                match self.rx.try_recv() {
+                    Ok(m) => {
+                        batch_bytes += msg_bytes(&m);
+                        batch.push(m);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let t0 = Instant::now();
+            let now = now_ms().max(self.last_store_timestamp_ms);
+            self.last_store_timestamp_ms = now;
+            self.shared
+                .begin_time_in_lock_ms
+                .store(now, std::sync::atomic::Ordering::Release);
+            let mut shutdown = None;
+            let (mut msgs, mut bytes) = (0u64, 0u64);
+            for msg in batch.drain(..) {
+                match msg {
+                    AppendMsg::Put { req, done } => {
+                        let wait = req.wait_store_msg_ok;
+                        let r = self.append(req, now);
+                        if r.status == PutMessageStatus::PutOk {
+                            msgs += r.msg_num as u64;
+                            bytes += r.wrote_bytes as u64;
+                        }
+                        if sync && wait && r.status == PutMessageStatus::PutOk {
+                            waiters.push(Waiter {
+                                target: (r.wrote_offset + i64::from(r.wrote_bytes)) as u64,
+                                deadline: t0 + timeout,
+                                result: r,
+                                done,
+                            });
+                        } else {
+                            done_now.push((done, r));
+                        }
+                    }
+                    AppendMsg::DeleteTopic(t) => {
+                        self.topic_queue_table.remove(&t);
+                    }
+                    AppendMsg::Shutdown(tx) => shutdown = Some(tx),
+                }
+            }
+            self.publish(now);
+            self.shared
+                .begin_time_in_lock_ms
+                .store(0, std::sync::atomic::Ordering::Release);
+            let held_us = t0.elapsed().as_micros() as u64;
+            let _ = self.lock_hold_us.record(held_us.max(1));
+            self.shared
+                .metrics
+                .record_append_batch(msgs, bytes, &mut self.lock_hold_us);
+            if held_us > 500_000 {
+                tracing::warn!(
+                    held_us,
+                    "append batch held the CommitLog tail for over 500 ms"
+                );
+            }
+            if !waiters.is_empty() {
+                let w = std::mem::replace(&mut waiters, Vec::with_capacity(max_batch));
+                if let Err(e) = self.flush_tx.send(FlushMsg::Waiters(w)) {
+                    // Flush stage gone (shutdown race): complete as stored-but-unconfirmed.
+                    if let FlushMsg::Waiters(w) = e.0 {
+                        for w in w {
+                            let mut r = w.result;
+                            r.status = PutMessageStatus::FlushDiskTimeout;
+                            (w.done)(r);
+                        }
+                    }
+                }
+            } else if self.ring.is_some() || sync {
+                let _ = self.flush_tx.try_send(FlushMsg::Wake);
+            }
+            for (done, r) in done_now.drain(..) {
+                done(r);
+            }
+            if !sync {
+                self.shared.wake_reput();
+            }
+            if let Some(tx) = shutdown {
+                let _ = self.flush_tx.send(FlushMsg::Shutdown(tx));
+                break;
+            }
+        }
+    }
+
+    /// Makes this batch visible: segment and CommitLog max offsets.
+    fn publish(&mut self, now: i64) {
+        if let Some(a) = &self.active {
+            a.set_wrote(self.wrote - a.from_offset());
+        }
+        if let Some(ring) = &self.ring {
+            ring.zero_to_page_end(self.wrote);
+        }
+        self.shared.log.set_last_store_timestamp_ms(now);
+        self.shared.log.set_max_offset(self.wrote);
+    }
+
+    /// Switches to the segment starting at the current write offset.
+    fn roll(&mut self) -> Result<(), String> {
+        let file_size = self.shared.log.file_size();
+        if let Some(a) = &self.active {
+            a.set_wrote(file_size);
+        }
+        let next = self.wrote - self.wrote % file_size;
+        let f = self.allocator.take(next)?;
+        self.shared.log.push_file(Arc::clone(&f));
+        self.active = Some(f);
+        Ok(())
+    }
+
+    /// Waits (direct mode) until the write ring has room for `len` more bytes.
+    fn wait_ring_room(&self, len: u64) {
+        let Some(ring) = &self.ring else { return };
+        let mut nudged = false;
+        loop {
+            let flushed = self.shared.log.flushed_offset();
+            if self.wrote + len <= flushed / OS_PAGE_SIZE * OS_PAGE_SIZE + ring.size() {
+                return;
+            }
+            if !nudged {
+                let _ = self.flush_tx.try_send(FlushMsg::Wake);
+                nudged = true;
+            }
+            self.shared
+                .metrics
+                .ring_full_waits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    fn write(&mut self, data: &[u8]) {
+        match (&self.ring, &self.active) {
+            (Some(ring), _) => {
+                ring.write(self.wrote, data);
+            }
+            (None, Some(a)) => a.write_at(self.wrote - a.from_offset(), data),
+            (None, None) => unreachable!("append without an active segment"),
+        }
+    }
+
+    fn append(&mut self, mut req: PutRequest, now: i64) -> PutResult {
+        let file_size = self.shared.log.file_size();
+        let len = req.records.len() as u64;
+        if len + BLANK_RECORD_SIZE as u64 > file_size {
+            return PutResult::failed(PutMessageStatus::MessageIllegal);
+        }
+        let needs_roll = match &self.active {
+            None => true,
+            Some(a) => self.wrote >= a.from_offset() + file_size,
+        };
+        if needs_roll {
+            if let Err(e) = self.roll() {
+                tracing::error!(error = %e, offset = self.wrote, "no CommitLog segment to append to");
+                return PutResult::failed(PutMessageStatus::CreateMappedFileFailed);
+            }
+        }
+        let pos = self.wrote % file_size;
+        if pos + len + BLANK_RECORD_SIZE as u64 > file_size {
+            // END_OF_FILE: BLANK filler, then the whole request goes to the next segment.
+            let remaining = file_size - pos;
+            let mut blank = [0u8; BLANK_RECORD_SIZE];
+            record::encode_blank(remaining as i32, &mut blank);
+            self.wait_ring_room(BLANK_RECORD_SIZE as u64);
+            self.write(&blank);
+            self.wrote += remaining;
+            if let Err(e) = self.roll() {
+                tracing::error!(error = %e, offset = self.wrote, "CommitLog roll-over failed");
+                return PutResult::failed(PutMessageStatus::CreateMappedFileFailed);
+            }
+        }
+        let tx_type = req.sys_flag & record::SYSFLAG_TRANSACTION_MASK;
+        let uses_queue_offset =
+            tx_type == record::TRANSACTION_NOT_TYPE || tx_type == record::TRANSACTION_COMMIT_TYPE;
+        let base_queue_offset = if uses_queue_offset {
+            match self
+                .topic_queue_table
+                .get(req.topic.as_str())
+                .and_then(|m| m.get(&req.queue_id))
+            {
+                Some(v) => *v,
+                None => 0,
+            }
+        } else {
+            0
+        };
+        let start = self.wrote;
+        let buf = &mut req.records[..];
+        let mut off = 0usize;
+        let mut n = 0i64;
+        while off + record::MIN_HEADER_SIZE <= buf.len() {
+            let size = record::read_total_size(&buf[off..]).unwrap_or(0) as usize;
+            if size < record::MIN_HEADER_SIZE || off + size > buf.len() {
+                break; // validated by `MessageStore::put`; defensive stop
+            }
+            let r = &mut buf[off..off + size];
+            record::patch_physical_offset(r, (start + off as u64) as i64);
+            record::patch_store_timestamp(r, now);
+            record::patch_queue_offset(
+                r,
+                if uses_queue_offset {
+                    base_queue_offset + n
+                } else {
+                    0
+                },
+            );
+            off += size;
+            n += 1;
+        }
+        self.wait_ring_room(len);
+        self.write(&req.records);
+        self.wrote += len;
+        if uses_queue_offset {
+            match self.topic_queue_table.get_mut(req.topic.as_str()) {
+                Some(m) => *m.entry(req.queue_id).or_insert(0) = base_queue_offset + n,
+                None => {
+                    self.topic_queue_table
+                        .entry(std::mem::take(&mut req.topic))
+                        .or_default()
+                        .insert(req.queue_id, base_queue_offset + n);
+                }
+            }
+        }
+        PutResult {
+            status: PutMessageStatus::PutOk,
+            wrote_offset: start as i64,
+            wrote_bytes: len as i32,
+            queue_offset: base_queue_offset,
+            msg_num: n as i32,
+            store_timestamp_ms: now,
+        }
+    }
+}
+
+fn msg_bytes(m: &AppendMsg) -> usize {
+    match m {
+        AppendMsg::Put { req, .. } => req.records.len(),
+        _ => 0,
+    }
+}
+
+/// Checks a request on the producer's thread before it is queued, so bad input never
+/// reaches the serialization point. Returns the failure status, if any.
+pub(crate) fn validate(
+    req: &PutRequest,
+    max_message_size: usize,
+    file_size: u64,
+) -> Result<(), PutMessageStatus> {
+    let tlen = req.topic.len();
+    if tlen > 255 || (tlen > 127 && !req.topic.starts_with("%RETRY%")) || tlen == 0 {
+        return Err(PutMessageStatus::MessageIllegal);
+    }
+    if req.records.is_empty()
+        || req.record_count == 0
+        || req.records.len() as u64 + BLANK_RECORD_SIZE as u64 > file_size
+    {
+        return Err(PutMessageStatus::MessageIllegal);
+    }
+    let mut off = 0usize;
+    let mut n = 0u32;
+    while off < req.records.len() {
+        let rec = match record::decode_record(&req.records[off..], false) {
+            Ok(record::Decoded::Message(r)) => r,
+            Ok(record::Decoded::Blank { .. }) => return Err(PutMessageStatus::MessageIllegal),
+            Err(record::RecordError::PropertiesTooLong { .. }) => {
+                return Err(PutMessageStatus::PropertiesSizeExceeded)
+            }
+            Err(_) => return Err(PutMessageStatus::MessageIllegal),
+        };
+        if rec.body.len() > max_message_size
+            || rec.total_size > max_message_size + 64 * 1024
+            || rec.topic_bytes != req.topic.as_bytes()
+            || rec.queue_id != req.queue_id
+        {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        off += rec.total_size;
+        n += 1;
+    }
+    if n != req.record_count {
+        return Err(PutMessageStatus::MessageIllegal);
+    }
+    if req.record_count > 1 && req.sys_flag & record::SYSFLAG_TRANSACTION_MASK != 0 {
+        // Transactional batches are refused upstream too.
+        return Err(PutMessageStatus::MessageIllegal);
+    }
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! Helper process for the store's crash and disk-full tests (`tests/store.rs`).
+//!
+//! `ringmq-store-crash-writer <dir> <mmap|direct> <seed> [fsize]` opens a SYNC_FLUSH store
+//! with small segments and puts messages from 4 producer threads forever, printing one line
+//! per acknowledged put (`ACK <key> <queueId> <queueOffset> <physOffset> <size>`) after the
+//! store confirmed it; the test kills it with SIGKILL at a random point. With `fsize`, it
+//! instead lowers RLIMIT_FSIZE below the segment size after a while, expects the store to
+//! refuse puts with CREATE_MAPPED_FILE_FAILED (not to corrupt anything), lifts the limit,
+//! expects puts to work again, prints `FSIZE-OK` and shuts down cleanly.
+
+use bytes::BytesMut;
+use ringmq_remoting::message::record::{encode_record, RecordFields};
+use ringmq_store::{
+    FlushDiskType, MessageStore, PutMessageStatus, PutRequest, StoreConfig, WriteMode,
+};
+use std::io::Write;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// Segment size the crash tests use (small, so runs cross many roll-overs).
+pub const SEGMENT_BYTES: u64 = 64 * 1024;
+
+fn config(dir: &str, mode: &str) -> StoreConfig {
+    StoreConfig {
+        store_path_root_dir: dir.into(),
+        mapped_file_size_commit_log: SEGMENT_BYTES,
+        mapped_file_size_consume_queue_units: 64,
+        flush_disk_type: FlushDiskType::SyncFlush,
+        write_mode: if mode == "direct" {
+            WriteMode::Direct
+        } else {
+            WriteMode::Mmap
+        },
+        max_hash_slot_num: 64,
+        max_index_num: 256,
+        direct_write_ring_size_bytes: 256 * 1024,
+        ..StoreConfig::default()
+    }
+}
+
+fn encode(topic: &str, queue_id: i32, key: &str, body: &[u8]) -> BytesMut {
+    let props = format!("KEYS\u{1}{key}\u{2}UNIQ_KEY\u{1}U{key}\u{2}WAIT\u{1}true\u{2}");
+    let mut out = BytesMut::new();
+    let f = RecordFields {
+        queue_id,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: "127.0.0.1:1".parse().expect("addr"),
+        store_timestamp_ms: 0,
+        store_host: "127.0.0.1:10911".parse().expect("addr"),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        topic,
+        properties: props.as_bytes(),
+    };
+    encode_record(&f, &mut out).expect("encodable");
+    out
+}
+
+fn body_for(key: &str, len: usize) -> Vec<u8> {
+    key.bytes().cycle().take(len.max(1)).collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        eprintln!("usage: {} <dir> <mmap|direct> <seed> [fsize]", args[0]);
+        std::process::exit(2);
+    }
+    let (dir, mode, seed) = (&args[1], &args[2], args[3].parse::<u64>().unwrap_or(1));
+    let fsize = args.get(4).is_some_and(|a| a == "fsize");
+    let store = match MessageStore::open(config(dir, mode)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("open failed: {e}");
+            std::process::exit(3);
+        }
+    };
+    if fsize {
+        run_fsize(&store);
+        return;
+    }
+    let (line_tx, line_rx) = mpsc::sync_channel::<String>(65536);
+    let printer = std::thread::spawn(move || {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        while let Ok(l) = line_rx.recv() {
+            if out
+                .write_all(l.as_bytes())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let store = Arc::new(store);
+    let mut handles = Vec::new();
+    for t in 0..4u64 {
+        let store = Arc::clone(&store);
+        let line_tx = line_tx.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (t + 1);
+            for seq in 0.. {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = format!("s{seed}-t{t}-{seq}");
+                let qid = (t % 2) as i32;
+                let body = body_for(&key, (x % 3000) as usize + 1);
+                let rec = encode("CrashTopic", qid, &key, &body);
+                let (tx, rx) = mpsc::sync_channel(1);
+                store.put(
+                    PutRequest::new("CrashTopic", qid, 0, rec, 1),
+                    Box::new(move |r| {
+                        let _ = tx.send(r);
+                    }),
+                );
+                let Ok(r) = rx.recv() else { return };
+                if r.status == PutMessageStatus::PutOk {
+                    let line = format!(
+                        "ACK {key} {qid} {} {} {}\n",
+                        r.queue_offset, r.wrote_offset, r.wrote_bytes
+                    );
+                    if line_tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    drop(line_tx);
+    for h in handles {
+        let _ = h.join();
+    }
+    let _ = printer.join();
+}
+
+fn set_fsize_limit(bytes: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain syscalls with a valid struct; ignoring SIGXFSZ turns the signal into
+    // an EFBIG error the store reports.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+    }
+}
+
+fn run_fsize(store: &MessageStore) {
+    let put = |i: u64| {
+        let key = format!("f-{i}");
+        let rec = encode("FsizeTopic", 0, &key, &body_for(&key, 1000));
+        store.put_blocking(PutRequest::new("FsizeTopic", 0, 0, rec, 1))
+    };
+    let mut i = 0u64;
+    for _ in 0..20 {
+        assert_eq!(put(i).status, PutMessageStatus::PutOk);
+        println!("ACK f-{i}");
+        i += 1;
+    }
+    set_fsize_limit(SEGMENT_BYTES / 2);
+    let mut failed = None;
+    for _ in 0..1000 {
+        let r = put(i);
+        if r.status == PutMessageStatus::PutOk {
+            println!("ACK f-{i}");
+            i += 1;
+        } else {
+            failed = Some(r.status);
+            break;
+        }
+    }
+    println!("FAILED {:?}", failed);
+    set_fsize_limit(u64::MAX);
+    for _ in 0..100 {
+        let r = put(i);
+        if r.status != PutMessageStatus::PutOk {
+            println!("RETRY-FAILED {:?}", r.status);
+            std::process::exit(4);
+        }
+        println!("ACK f-{i}");
+        i += 1;
+    }
+    store.shutdown();
+    println!("FSIZE-OK");
+}

@@ -1,0 +1,361 @@
+//! Store configuration: `MessageStoreConfig` keys with RocketMQ's defaults (`store.md` §14),
+//! plus the ringmq-only knobs (write mode, stage cores, queue bounds), and the directory
+//! layout derived from `storePathRootDir`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// `flushDiskType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushDiskType {
+    /// `SYNC_FLUSH`: a put completes after its bytes are on disk (GroupCommit).
+    SyncFlush,
+    /// `ASYNC_FLUSH`: a put completes after the append; a timer flushes.
+    AsyncFlush,
+}
+
+/// How CommitLog bytes reach the disk (`ringmq.writeMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Classic RocketMQ: append into the mapped segment, msync to flush.
+    Mmap,
+    /// O_DIRECT writes of 4 KiB-aligned chunks from a registered write ring via io_uring;
+    /// recent bytes are served to readers from the ring.
+    Direct,
+}
+
+/// Store configuration; `Default` gives RocketMQ's defaults.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub store_path_root_dir: PathBuf,
+    /// `mappedFileSizeCommitLog` (1 GiB).
+    pub mapped_file_size_commit_log: u64,
+    /// ConsumeQueue units per file (300 000; file = units × 20 bytes).
+    pub mapped_file_size_consume_queue_units: u32,
+    pub flush_disk_type: FlushDiskType,
+    pub write_mode: WriteMode,
+    /// `syncFlushTimeout`.
+    pub sync_flush_timeout_ms: u64,
+    /// `flushIntervalCommitLog`.
+    pub flush_interval_commit_log_ms: u64,
+    /// `flushCommitLogLeastPages`.
+    pub flush_commit_log_least_pages: u32,
+    /// `flushCommitLogThoroughInterval`.
+    pub flush_commit_log_thorough_interval_ms: u64,
+    /// `flushIntervalConsumeQueue`.
+    pub flush_interval_consume_queue_ms: u64,
+    /// `maxMessageSize`: limit of one message body.
+    pub max_message_size: usize,
+    /// `osPageCacheBusyTimeOutMills`.
+    pub os_page_cache_busy_timeout_ms: u64,
+    /// `fileReservedTime` in hours.
+    pub file_reserved_time_hours: u32,
+    /// `deleteWhen`: hours separated by `;`.
+    pub delete_when: String,
+    /// `diskMaxUsedSpaceRatio` (percent).
+    pub disk_max_used_space_ratio: u32,
+    /// `diskSpaceWarningLevelRatio` (percent): above it writes are refused.
+    pub disk_space_warning_level_ratio: u32,
+    /// `diskSpaceCleanForciblyRatio` (percent).
+    pub disk_space_clean_forcibly_ratio: u32,
+    /// `cleanFileForciblyEnable`.
+    pub clean_file_forcibly_enable: bool,
+    /// `cleanResourceInterval`.
+    pub clean_resource_interval_ms: u64,
+    /// `deleteFileBatchMax`.
+    pub delete_file_batch_max: usize,
+    /// `checkCRCOnRecover`.
+    pub check_crc_on_recover: bool,
+    /// `messageIndexEnable`.
+    pub message_index_enable: bool,
+    /// `maxHashSlotNum`.
+    pub max_hash_slot_num: u32,
+    /// `maxIndexNum`.
+    pub max_index_num: u32,
+    /// `maxMsgsNumBatch`: cap on query results.
+    pub max_msgs_num_batch: usize,
+    /// `maxTransferBytesOnMessageInMemory` / `...CountOnMessageInMemory`.
+    pub max_transfer_bytes_on_message_in_memory: usize,
+    pub max_transfer_count_on_message_in_memory: usize,
+    /// `maxTransferBytesOnMessageInDisk` / `...CountOnMessageInDisk`.
+    pub max_transfer_bytes_on_message_in_disk: usize,
+    pub max_transfer_count_on_message_in_disk: usize,
+    /// `accessMessageInMemoryMaxRatio` (percent of physical RAM).
+    pub access_message_in_memory_max_ratio: u32,
+    /// `maxFilterMessageSize`: bytes of ConsumeQueue scanned per get at least.
+    pub max_filter_message_size: usize,
+    /// The broker's address as written in STOREHOST.
+    pub store_host: SocketAddr,
+    /// Core to pin the append stage to (None: not pinned).
+    pub append_core: Option<usize>,
+    /// Core to pin the flush stage to.
+    pub flush_core: Option<usize>,
+    /// Core to pin the reput stage to.
+    pub reput_core: Option<usize>,
+    /// ringmq: fault new CommitLog segments in ahead of use (background allocator).
+    pub prefault_mapped_file: bool,
+    /// ringmq: bound of the producer → append stage queue (requests). A full queue answers
+    /// OS_PAGE_CACHE_BUSY rather than blocking the producer's core.
+    pub put_queue_capacity: usize,
+    /// ringmq: most requests the append stage drains into one batch.
+    pub append_batch_max_requests: usize,
+    /// ringmq: most record bytes the append stage takes into one batch (bounds the
+    /// critical-section time a batch can add to OS_PAGE_CACHE_BUSY's clock).
+    pub append_batch_max_bytes: usize,
+    /// ringmq: size of the direct-mode write ring (registered, 4 KiB aligned).
+    pub direct_write_ring_size_bytes: usize,
+    /// ringmq: direct mode refuses puts (OS_PAGE_CACHE_BUSY) when unflushed bytes exceed
+    /// this percentage of the write ring.
+    pub direct_write_ring_busy_ratio: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        StoreConfig {
+            store_path_root_dir: home.join("store"),
+            mapped_file_size_commit_log: 1024 * 1024 * 1024,
+            mapped_file_size_consume_queue_units: 300_000,
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            write_mode: WriteMode::Mmap,
+            sync_flush_timeout_ms: 5000,
+            flush_interval_commit_log_ms: 500,
+            flush_commit_log_least_pages: 4,
+            flush_commit_log_thorough_interval_ms: 10_000,
+            flush_interval_consume_queue_ms: 1000,
+            max_message_size: 4 * 1024 * 1024,
+            os_page_cache_busy_timeout_ms: 1000,
+            file_reserved_time_hours: 72,
+            delete_when: "04".to_string(),
+            disk_max_used_space_ratio: 75,
+            disk_space_warning_level_ratio: 90,
+            disk_space_clean_forcibly_ratio: 85,
+            clean_file_forcibly_enable: true,
+            clean_resource_interval_ms: 10_000,
+            delete_file_batch_max: 10,
+            check_crc_on_recover: true,
+            message_index_enable: true,
+            max_hash_slot_num: 5_000_000,
+            max_index_num: 20_000_000,
+            max_msgs_num_batch: 64,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_memory: 32,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            max_transfer_count_on_message_in_disk: 8,
+            access_message_in_memory_max_ratio: 40,
+            max_filter_message_size: 16_000,
+            store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
+            append_core: None,
+            flush_core: None,
+            reput_core: None,
+            prefault_mapped_file: true,
+            put_queue_capacity: 16 * 1024,
+            append_batch_max_requests: 1024,
+            append_batch_max_bytes: 1024 * 1024,
+            direct_write_ring_size_bytes: 64 * 1024 * 1024,
+            direct_write_ring_busy_ratio: 75,
+        }
+    }
+}
+
+/// Why a configuration key could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValueError {
+    pub key: String,
+    pub value: String,
+}
+
+impl std::fmt::Display for ConfigValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid value {:?} for store config key {}",
+            self.value, self.key
+        )
+    }
+}
+
+impl std::error::Error for ConfigValueError {}
+
+impl StoreConfig {
+    /// `<root>/commitlog`.
+    pub fn commit_log_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("commitlog")
+    }
+    /// `<root>/consumequeue`.
+    pub fn consume_queue_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("consumequeue")
+    }
+    /// `<root>/index`.
+    pub fn index_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("index")
+    }
+    /// `<root>/checkpoint`.
+    pub fn checkpoint_path(&self) -> PathBuf {
+        self.store_path_root_dir.join("checkpoint")
+    }
+    /// `<root>/abort`.
+    pub fn abort_path(&self) -> PathBuf {
+        self.store_path_root_dir.join("abort")
+    }
+    /// `<root>/lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        self.store_path_root_dir.join("lock")
+    }
+    /// `<root>/config`, where the broker's metadata JSON files live.
+    pub fn config_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("config")
+    }
+
+    /// Applies one `broker.conf` key if it is a store key. Returns `Ok(false)` for keys
+    /// this config does not know (the caller reports them), `Err` for a bad value.
+    pub fn apply_property(&mut self, key: &str, value: &str) -> Result<bool, ConfigValueError> {
+        let v = value.trim();
+        let bad = || ConfigValueError {
+            key: key.to_string(),
+            value: value.to_string(),
+        };
+        fn num<T: std::str::FromStr>(
+            v: &str,
+            bad: impl Fn() -> ConfigValueError,
+        ) -> Result<T, ConfigValueError> {
+            v.parse().map_err(|_| bad())
+        }
+        fn boolean(v: &str, bad: impl Fn() -> ConfigValueError) -> Result<bool, ConfigValueError> {
+            match v {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(bad()),
+            }
+        }
+        match key {
+            "storePathRootDir" => self.store_path_root_dir = PathBuf::from(v),
+            "mappedFileSizeCommitLog" => self.mapped_file_size_commit_log = num(v, bad)?,
+            "mappedFileSizeConsumeQueue" => {
+                let bytes: u64 = num(v, bad)?;
+                self.mapped_file_size_consume_queue_units = bytes.div_ceil(20) as u32;
+            }
+            "flushDiskType" => {
+                self.flush_disk_type = match v {
+                    "SYNC_FLUSH" => FlushDiskType::SyncFlush,
+                    "ASYNC_FLUSH" => FlushDiskType::AsyncFlush,
+                    _ => return Err(bad()),
+                }
+            }
+            "ringmq.writeMode" => {
+                self.write_mode = match v {
+                    "mmap" => WriteMode::Mmap,
+                    "direct" => WriteMode::Direct,
+                    _ => return Err(bad()),
+                }
+            }
+            "transientStorePoolEnable" => {
+                if boolean(v, bad)? {
+                    self.write_mode = WriteMode::Direct;
+                }
+            }
+            "syncFlushTimeout" => self.sync_flush_timeout_ms = num(v, bad)?,
+            "flushIntervalCommitLog" => self.flush_interval_commit_log_ms = num(v, bad)?,
+            "flushCommitLogLeastPages" => self.flush_commit_log_least_pages = num(v, bad)?,
+            "flushCommitLogThoroughInterval" => {
+                self.flush_commit_log_thorough_interval_ms = num(v, bad)?
+            }
+            "flushIntervalConsumeQueue" => self.flush_interval_consume_queue_ms = num(v, bad)?,
+            "maxMessageSize" => self.max_message_size = num(v, bad)?,
+            "osPageCacheBusyTimeOutMills" => self.os_page_cache_busy_timeout_ms = num(v, bad)?,
+            "fileReservedTime" => self.file_reserved_time_hours = num(v, bad)?,
+            "deleteWhen" => self.delete_when = v.to_string(),
+            "diskMaxUsedSpaceRatio" => self.disk_max_used_space_ratio = num(v, bad)?,
+            "diskSpaceWarningLevelRatio" => self.disk_space_warning_level_ratio = num(v, bad)?,
+            "diskSpaceCleanForciblyRatio" => self.disk_space_clean_forcibly_ratio = num(v, bad)?,
+            "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(v, bad)?,
+            "cleanResourceInterval" => self.clean_resource_interval_ms = num(v, bad)?,
+            "deleteFileBatchMax" => self.delete_file_batch_max = num(v, bad)?,
+            "checkCRCOnRecover" => self.check_crc_on_recover = boolean(v, bad)?,
+            "messageIndexEnable" => self.message_index_enable = boolean(v, bad)?,
+            "maxHashSlotNum" => self.max_hash_slot_num = num(v, bad)?,
+            "maxIndexNum" => self.max_index_num = num(v, bad)?,
+            "maxMsgsNumBatch" => self.max_msgs_num_batch = num(v, bad)?,
+            "maxTransferBytesOnMessageInMemory" => {
+                self.max_transfer_bytes_on_message_in_memory = num(v, bad)?
+            }
+            "maxTransferCountOnMessageInMemory" => {
+                self.max_transfer_count_on_message_in_memory = num(v, bad)?
+            }
+            "maxTransferBytesOnMessageInDisk" => {
+                self.max_transfer_bytes_on_message_in_disk = num(v, bad)?
+            }
+            "maxTransferCountOnMessageInDisk" => {
+                self.max_transfer_count_on_message_in_disk = num(v, bad)?
+            }
+            "accessMessageInMemoryMaxRatio" => {
+                self.access_message_in_memory_max_ratio = num(v, bad)?
+            }
+            "maxFilterMessageSize" => self.max_filter_message_size = num(v, bad)?,
+            "warmMapedFileEnable" => {
+                self.prefault_mapped_file = boolean(v, bad)? || self.prefault_mapped_file
+            }
+            "ringmq.cores.append" => self.append_core = Some(num(v, bad)?),
+            "ringmq.cores.flush" => self.flush_core = Some(num(v, bad)?),
+            "ringmq.cores.reput" => self.reput_core = Some(num(v, bad)?),
+            "ringmq.directWriteRingSize" => self.direct_write_ring_size_bytes = num(v, bad)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `diskSpaceWarningLevelRatio` clamped to [35, 90] as upstream does.
+    pub fn effective_warning_ratio(&self) -> u32 {
+        self.disk_space_warning_level_ratio.clamp(35, 90)
+    }
+    /// `diskSpaceCleanForciblyRatio` clamped to [30, 85].
+    pub fn effective_clean_forcibly_ratio(&self) -> u32 {
+        self.disk_space_clean_forcibly_ratio.clamp(30, 85)
+    }
+    /// `diskMaxUsedSpaceRatio` clamped to [10, 95].
+    pub fn effective_max_used_ratio(&self) -> u32 {
+        self.disk_max_used_space_ratio.clamp(10, 95)
+    }
+    /// Bytes of one ConsumeQueue file.
+    pub fn consume_queue_file_size_bytes(&self) -> u64 {
+        u64::from(self.mapped_file_size_consume_queue_units.max(1))
+            * crate::consume_queue::CQ_UNIT_SIZE as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmq_defaults() {
+        let c = StoreConfig::default();
+        assert_eq!(c.mapped_file_size_commit_log, 1_073_741_824);
+        assert_eq!(c.consume_queue_file_size_bytes(), 6_000_000);
+        assert_eq!(c.flush_disk_type, FlushDiskType::AsyncFlush);
+        assert_eq!(c.sync_flush_timeout_ms, 5000);
+        assert_eq!(c.max_message_size, 4_194_304);
+        assert_eq!(c.delete_when, "04");
+    }
+
+    #[test]
+    fn properties_apply_and_report_unknown_keys() {
+        let mut c = StoreConfig::default();
+        assert_eq!(c.apply_property("flushDiskType", "SYNC_FLUSH"), Ok(true));
+        assert_eq!(c.flush_disk_type, FlushDiskType::SyncFlush);
+        assert_eq!(
+            c.apply_property("transientStorePoolEnable", "true"),
+            Ok(true)
+        );
+        assert_eq!(c.write_mode, WriteMode::Direct);
+        assert_eq!(
+            c.apply_property("mappedFileSizeConsumeQueue", "6000000"),
+            Ok(true)
+        );
+        assert_eq!(c.mapped_file_size_consume_queue_units, 300_000);
+        assert_eq!(c.apply_property("brokerName", "x"), Ok(false));
+        assert!(c.apply_property("maxMessageSize", "lots").is_err());
+    }
+}

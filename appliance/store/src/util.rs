@@ -1,0 +1,128 @@
+//! Small helpers the stages share: Java `String.hashCode`, property lookup in a raw
+//! property string, clocks, local-time file names, thread pinning.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Java `String.hashCode` over UTF-16 code units (tagsCode, index key hash).
+pub fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// tagsCode of a TAGS value (sign-extended `hashCode`).
+pub fn tags_code(tags: &str) -> i64 {
+    i64::from(java_hash(tags))
+}
+
+/// Looks up `name` in a raw property string (`name 0x01 value 0x02 ...`). Pieces without
+/// a separator or with an empty name/value are skipped; a later duplicate wins.
+pub fn property<'a>(props: &'a [u8], name: &str) -> Option<&'a str> {
+    let mut found = None;
+    for piece in props.split(|b| *b == 0x02) {
+        let Some(sep) = piece.iter().position(|b| *b == 0x01) else {
+            continue;
+        };
+        let (k, v) = (&piece[..sep], &piece[sep + 1..]);
+        if !k.is_empty() && !v.is_empty() && k == name.as_bytes() {
+            found = std::str::from_utf8(v).ok();
+        }
+    }
+    found
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// `yyyyMMddHHmmssSSS` in local time (IndexFile names).
+pub fn local_time_file_name(ms: i64) -> String {
+    let secs = (ms / 1000) as libc::time_t;
+    // SAFETY: `tm` is plain data, fully written by localtime_r on success.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to locals.
+    let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
+    if !ok {
+        return format!("{ms:017}");
+    }
+    format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}{:03}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        ms.rem_euclid(1000)
+    )
+}
+
+/// Local hour of day (0-23) for `deleteWhen`.
+pub fn local_hour(ms: i64) -> i32 {
+    let secs = (ms / 1000) as libc::time_t;
+    // SAFETY: as in `local_time_file_name`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to locals.
+    if unsafe { libc::localtime_r(&secs, &mut tm).is_null() } {
+        return -1;
+    }
+    tm.tm_hour
+}
+
+/// Pins the current thread to `core` if given (best effort; logs on failure).
+pub fn pin_current_thread(core: Option<usize>, stage: &str) {
+    if let Some(id) = core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+            tracing::warn!(stage, core = id, "could not pin stage thread");
+        }
+    }
+}
+
+/// Physical RAM in bytes (for "message in memory" decisions).
+pub fn physical_memory_bytes() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        pages as u64 * page as u64
+    } else {
+        8 << 30
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_matches_java() {
+        assert_eq!(java_hash("TagA"), 2_598_919);
+        assert_eq!(java_hash(""), 0);
+        // "polygenelubricants".hashCode() == Integer.MIN_VALUE in Java.
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(java_hash("\u{1F600}"), 1_772_899);
+    }
+
+    #[test]
+    fn property_lookup_follows_java_rules() {
+        let p = b"KEYS\x01a b\x02TAGS\x01T\x02EMPTY\x01\x02TAGS\x01U";
+        assert_eq!(property(p, "KEYS"), Some("a b"));
+        assert_eq!(property(p, "TAGS"), Some("U"));
+        assert_eq!(property(p, "EMPTY"), None);
+        assert_eq!(property(p, "NOPE"), None);
+    }
+
+    #[test]
+    fn file_name_shape() {
+        let n = local_time_file_name(1_700_000_000_123);
+        assert_eq!(n.len(), 17);
+        assert!(n.ends_with("123"));
+    }
+}

@@ -1,0 +1,891 @@
+//! Integration tests of ringmq-store through its public API: put/get in both write modes and
+//! flush types, roll-over, batches and transactions, recovery (clean, abnormal, hand-made
+//! directories laid out per the spec), index queries, retention, a kill -9 crash test of a
+//! SYNC_FLUSH writer process and a disk-full (RLIMIT_FSIZE) test.
+
+use bytes::{Bytes, BytesMut};
+use ringmq_remoting::message::record::{self, decode_record, encode_record, Decoded, RecordFields};
+use ringmq_store::consume_queue::CQ_UNIT_SIZE;
+use ringmq_store::{
+    AcceptAll, Boundary, FlushDiskType, GetMessageStatus, MessageFilter, MessageStore,
+    PutMessageStatus, PutRequest, StoreConfig, WriteMode,
+};
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+static DIRS: AtomicU32 = AtomicU32::new(0);
+
+fn temp_dir(name: &str) -> PathBuf {
+    let n = DIRS.fetch_add(1, Ordering::Relaxed);
+    let p = std::env::temp_dir()
+        .join("ringmq-store-it")
+        .join(format!("{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+const SEG: u64 = 64 * 1024;
+
+fn config(dir: &Path, flush: FlushDiskType, mode: WriteMode) -> StoreConfig {
+    StoreConfig {
+        store_path_root_dir: dir.to_path_buf(),
+        mapped_file_size_commit_log: SEG,
+        mapped_file_size_consume_queue_units: 32,
+        flush_disk_type: flush,
+        write_mode: mode,
+        flush_interval_commit_log_ms: 20,
+        max_hash_slot_num: 128,
+        max_index_num: 512,
+        direct_write_ring_size_bytes: 256 * 1024,
+        ..StoreConfig::default()
+    }
+}
+
+fn props(key: &str, tags: Option<&str>) -> String {
+    let mut p = format!("KEYS\u{1}{key} alt-{key}\u{2}UNIQ_KEY\u{1}U-{key}\u{2}");
+    if let Some(t) = tags {
+        p.push_str(&format!("TAGS\u{1}{t}\u{2}"));
+    }
+    p
+}
+
+fn encode(topic: &str, queue_id: i32, sys_flag: i32, body: &[u8], props: &str, out: &mut BytesMut) {
+    let f = RecordFields {
+        queue_id,
+        flag: 7,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag,
+        born_timestamp_ms: 1_700_000_000_000,
+        born_host: "10.0.0.1:5555".parse().unwrap(),
+        store_timestamp_ms: 0,
+        store_host: "10.0.0.2:10911".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        topic,
+        properties: props.as_bytes(),
+    };
+    encode_record(&f, out).unwrap();
+}
+
+fn put(
+    store: &MessageStore,
+    topic: &str,
+    qid: i32,
+    key: &str,
+    body_len: usize,
+) -> ringmq_store::PutResult {
+    let mut b = BytesMut::new();
+    let body: Vec<u8> = key.bytes().cycle().take(body_len).collect();
+    encode(topic, qid, 0, &body, &props(key, Some("TagA")), &mut b);
+    store.put_blocking(PutRequest::new(topic, qid, 0, b, 1))
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn decode(b: &Bytes) -> record::StoredRecord<'_> {
+    match decode_record(b, true).unwrap() {
+        Decoded::Message(r) => r,
+        Decoded::Blank { .. } => panic!("blank"),
+    }
+}
+
+fn key_of(r: &record::StoredRecord<'_>) -> String {
+    let p = std::str::from_utf8(r.properties).unwrap();
+    p.split('\u{2}')
+        .find_map(|kv| kv.strip_prefix("KEYS\u{1}"))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Exercises put + get on one configuration.
+fn put_get_roundtrip(flush: FlushDiskType, mode: WriteMode) {
+    let dir = temp_dir("roundtrip");
+    let store = MessageStore::open(config(&dir, flush, mode)).unwrap();
+    let mut results = Vec::new();
+    for i in 0..200 {
+        let r = put(&store, "T1", i % 2, &format!("k{i}"), 100 + i as usize * 7);
+        assert_eq!(r.status, PutMessageStatus::PutOk, "put {i}");
+        assert_eq!(r.queue_offset, (i / 2) as i64);
+        results.push(r);
+    }
+    wait_until("dispatch", || {
+        store.max_offset_in_queue("T1", 0) == 100 && store.max_offset_in_queue("T1", 1) == 100
+    });
+    let g = store.get_message("T1", 0, 0, 32, 1 << 20, &AcceptAll);
+    assert_eq!(g.status, GetMessageStatus::Found);
+    assert_eq!(g.messages.len(), 32);
+    assert_eq!(g.next_begin_offset, 32);
+    for (j, m) in g.messages.iter().enumerate() {
+        let r = decode(m);
+        assert_eq!(r.queue_offset, j as i64);
+        assert_eq!(r.physical_offset, results[j * 2].wrote_offset);
+        assert_eq!(key_of(&r), format!("k{}", j * 2));
+        assert_eq!(r.flag, 7);
+        assert_eq!(r.topic().unwrap(), "T1");
+    }
+    // Status rules of store.md §12.
+    assert_eq!(
+        store
+            .get_message("T1", 0, 100, 32, 1 << 20, &AcceptAll)
+            .status,
+        GetMessageStatus::OffsetOverflowOne
+    );
+    let bad = store.get_message("T1", 0, 150, 32, 1 << 20, &AcceptAll);
+    assert_eq!(
+        (bad.status, bad.next_begin_offset),
+        (GetMessageStatus::OffsetOverflowBadly, 100)
+    );
+    assert_eq!(
+        store
+            .get_message("nope", 0, 0, 32, 1 << 20, &AcceptAll)
+            .status,
+        GetMessageStatus::NoMatchedLogicQueue
+    );
+    // Roll-over happened (200 messages of ~1 KiB over 64 KiB segments) and every record is
+    // reachable by physical offset.
+    assert!(std::fs::read_dir(dir.join("commitlog")).unwrap().count() >= 3);
+    for r in &results {
+        let m = store.look_message_by_offset(r.wrote_offset).unwrap();
+        assert_eq!(decode(&m).physical_offset, r.wrote_offset);
+    }
+    store.shutdown();
+    assert!(!dir.join("abort").exists(), "clean shutdown removes abort");
+    // Reopen (normal recovery) and read everything back.
+    let store = MessageStore::open(config(&dir, flush, mode)).unwrap();
+    assert_eq!(store.max_offset_in_queue("T1", 1), 100);
+    let g = store.get_message("T1", 1, 90, 32, 1 << 20, &AcceptAll);
+    assert_eq!(g.messages.len(), 10);
+    assert_eq!(key_of(&decode(&g.messages[9])), "k199");
+    let r = put(&store, "T1", 1, "after", 10);
+    assert_eq!(r.queue_offset, 100);
+    assert_eq!(
+        r.wrote_offset,
+        results
+            .last()
+            .map(|r| r.wrote_offset + r.wrote_bytes as i64)
+            .unwrap()
+    );
+    store.shutdown();
+}
+
+#[test]
+fn mmap_async_put_get() {
+    put_get_roundtrip(FlushDiskType::AsyncFlush, WriteMode::Mmap);
+}
+
+#[test]
+fn mmap_sync_put_get() {
+    put_get_roundtrip(FlushDiskType::SyncFlush, WriteMode::Mmap);
+}
+
+#[test]
+fn direct_sync_put_get() {
+    put_get_roundtrip(FlushDiskType::SyncFlush, WriteMode::Direct);
+}
+
+#[test]
+fn direct_async_put_get() {
+    put_get_roundtrip(FlushDiskType::AsyncFlush, WriteMode::Direct);
+}
+
+#[test]
+fn roll_over_writes_blank_and_offsets_are_contiguous() {
+    let dir = temp_dir("roll");
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap)).unwrap();
+    let mut prev_end = 0i64;
+    let mut rolled = 0;
+    for i in 0..300 {
+        let r = put(&store, "R", 0, &format!("r{i}"), 700 + (i * 37) % 900);
+        assert_eq!(r.status, PutMessageStatus::PutOk);
+        let start = r.wrote_offset as u64;
+        let end = start + r.wrote_bytes as u64;
+        assert_eq!(
+            start / SEG,
+            (end - 1) / SEG,
+            "a record never spans segments"
+        );
+        if r.wrote_offset != prev_end {
+            // Jumped over a BLANK filler to the next segment start.
+            assert_eq!(start % SEG, 0);
+            assert!(SEG - (prev_end as u64 % SEG) >= 8 || (prev_end as u64).is_multiple_of(SEG));
+            let seg_name = format!("{:020}", prev_end as u64 / SEG * SEG);
+            let data = std::fs::read(dir.join("commitlog").join(seg_name)).unwrap();
+            let pos = (prev_end as u64 % SEG) as usize;
+            assert_eq!(&data[pos + 4..pos + 8], &record::BLANK_MAGIC.to_be_bytes());
+            assert_eq!(
+                i32::from_be_bytes(data[pos..pos + 4].try_into().unwrap()) as u64,
+                SEG - pos as u64
+            );
+            rolled += 1;
+        }
+        prev_end = end as i64;
+    }
+    assert!(rolled >= 3);
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    for (i, n) in names.iter().enumerate() {
+        assert_eq!(n, &format!("{:020}", i as u64 * SEG));
+    }
+    wait_until("dispatch", || store.max_offset_in_queue("R", 0) == 300);
+    // Consume the whole queue in pulls; each record's queue offset is its position.
+    let mut next = 0;
+    let mut seen = 0;
+    while next < 300 {
+        let g = store.get_message("R", 0, next, 32, 1 << 20, &AcceptAll);
+        assert_eq!(g.status, GetMessageStatus::Found);
+        for m in &g.messages {
+            assert_eq!(decode(m).queue_offset, seen);
+            seen += 1;
+        }
+        next = g.next_begin_offset;
+    }
+    assert_eq!(seen, 300);
+    // CommitLog and CQ min/max.
+    assert_eq!(store.commit_log_min_offset(), 0);
+    assert_eq!(store.commit_log_max_offset(), prev_end);
+    assert_eq!(store.min_offset_in_queue("R", 0), 0);
+    store.shutdown();
+}
+
+#[test]
+fn batch_transactions_and_validation() {
+    let dir = temp_dir("batch");
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap();
+    // A batch of 5: consecutive queue offsets and physical positions.
+    let mut b = BytesMut::new();
+    for i in 0..5 {
+        encode(
+            "B",
+            3,
+            0,
+            format!("body{i}").as_bytes(),
+            &props(&format!("b{i}"), None),
+            &mut b,
+        );
+    }
+    let r = store.put_blocking(PutRequest::new("B", 3, 0, b, 5));
+    assert_eq!(
+        (r.status, r.queue_offset, r.msg_num),
+        (PutMessageStatus::PutOk, 0, 5)
+    );
+    // Prepared and rollback records get no queue offset; commit records do.
+    for (flag, qo) in [
+        (record::TRANSACTION_PREPARED_TYPE, 0),
+        (record::TRANSACTION_ROLLBACK_TYPE, 0),
+        (record::TRANSACTION_COMMIT_TYPE, 5),
+    ] {
+        let mut b = BytesMut::new();
+        encode(
+            "B",
+            3,
+            flag,
+            b"tx",
+            &props(&format!("tx{flag}"), None),
+            &mut b,
+        );
+        let r = store.put_blocking(PutRequest::new("B", 3, flag, b, 1));
+        assert_eq!((r.status, r.queue_offset), (PutMessageStatus::PutOk, qo));
+    }
+    wait_until("dispatch", || {
+        store.max_offset_in_queue("B", 3) == 6 && store.dispatch_behind_bytes() == 0
+    });
+    let g = store.get_message("B", 3, 0, 100, 1 << 20, &AcceptAll);
+    assert_eq!(g.messages.len(), 6);
+    let physical: Vec<i64> = g
+        .messages
+        .iter()
+        .map(|m| decode(m).physical_offset)
+        .collect();
+    for w in physical.windows(2).take(4) {
+        assert_eq!(w[1] - w[0], g.messages[0].len() as i64);
+    }
+    // Prepared messages are indexed (UNIQ_KEY), rollback ones are not.
+    let now = ringmq_store::util::now_ms();
+    assert_eq!(
+        store.query_message("B", "U-tx4", 10, 0, now + 1000).len(),
+        1
+    );
+    assert!(store
+        .query_message("B", "U-tx12", 10, 0, now + 1000)
+        .is_empty());
+
+    // Validation statuses.
+    let mut big = BytesMut::new();
+    let cfg = store.config().clone();
+    encode("B", 0, 0, &vec![0u8; 70_000], "", &mut big);
+    assert_eq!(
+        store
+            .put_blocking(PutRequest::new("B", 0, 0, big, 1))
+            .status,
+        PutMessageStatus::MessageIllegal,
+        "does not fit a segment"
+    );
+    let long_topic = "x".repeat(200);
+    let mut b = BytesMut::new();
+    encode(&long_topic, 0, 0, b"x", "", &mut b);
+    assert_eq!(
+        store
+            .put_blocking(PutRequest::new(long_topic.clone(), 0, 0, b, 1))
+            .status,
+        PutMessageStatus::MessageIllegal
+    );
+    let garbage = BytesMut::from(&[0xAB; 100][..]);
+    assert_eq!(
+        store
+            .put_blocking(PutRequest::new("B", 0, 0, garbage, 1))
+            .status,
+        PutMessageStatus::MessageIllegal
+    );
+    let mut b = BytesMut::new();
+    encode("B", 0, 0, b"x", "", &mut b);
+    assert_eq!(
+        store
+            .put_blocking(PutRequest::new("B", 0, 0, b.clone(), 2))
+            .status,
+        PutMessageStatus::MessageIllegal,
+        "count mismatch"
+    );
+    assert_eq!(
+        store.put_blocking(PutRequest::new("C", 0, 0, b, 1)).status,
+        PutMessageStatus::MessageIllegal,
+        "topic mismatch"
+    );
+    let small = MessageStore::open(StoreConfig {
+        max_message_size: 10,
+        ..config(
+            &temp_dir("small"),
+            FlushDiskType::AsyncFlush,
+            WriteMode::Mmap,
+        )
+    })
+    .unwrap();
+    let mut b = BytesMut::new();
+    encode("B", 0, 0, &[1u8; 11], "", &mut b);
+    assert_eq!(
+        small.put_blocking(PutRequest::new("B", 0, 0, b, 1)).status,
+        PutMessageStatus::MessageIllegal,
+        "body over maxMessageSize"
+    );
+    assert_eq!(cfg.max_message_size, 4 * 1024 * 1024);
+    small.shutdown();
+    store.shutdown();
+}
+
+struct TagFilter(i64);
+impl MessageFilter for TagFilter {
+    fn match_by_tags_code(&self, tags_code: Option<i64>) -> bool {
+        tags_code == Some(self.0)
+    }
+}
+
+#[test]
+fn filters_index_time_and_listeners() {
+    let dir = temp_dir("query");
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    {
+        let a = Arc::clone(&arrivals);
+        store.add_arrival_listener(Arc::new(move |e| {
+            a.lock().unwrap().push((
+                e.topic.to_string(),
+                e.queue_id,
+                e.next_queue_offset,
+                e.tags_code,
+            ))
+        }));
+    }
+    let t0 = ringmq_store::util::now_ms();
+    let mut times = Vec::new();
+    for i in 0..20 {
+        let mut b = BytesMut::new();
+        let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
+        encode(
+            "Q",
+            0,
+            0,
+            b"body",
+            &props(&format!("q{i}"), Some(tag)),
+            &mut b,
+        );
+        let r = store.put_blocking(PutRequest::new("Q", 0, 0, b, 1));
+        times.push(r.store_timestamp_ms);
+        if i == 9 {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+    wait_until("dispatch", || store.max_offset_in_queue("Q", 0) == 20);
+    wait_until("listeners", || arrivals.lock().unwrap().len() == 20);
+    let a = arrivals.lock().unwrap().clone();
+    assert_eq!(a[0], ("Q".to_string(), 0, 1, 2_598_919));
+    assert_eq!(a[19].2, 20);
+    // Tag filter: TagA hash 2598919.
+    let g = store.get_message("Q", 0, 0, 32, 1 << 20, &TagFilter(2_598_919));
+    assert_eq!(g.messages.len(), 10);
+    let g = store.get_message("Q", 0, 1, 1, 1 << 20, &TagFilter(12345));
+    assert_eq!(g.status, GetMessageStatus::NoMatchedMessage);
+    assert_eq!(
+        g.next_begin_offset, 20,
+        "scanned to the end without a match"
+    );
+    // Index by key, alternative key and UNIQ_KEY; time range excludes.
+    let now = ringmq_store::util::now_ms();
+    for k in ["q7", "alt-q7", "U-q7"] {
+        let hits = store.query_message("Q", k, 10, t0 - 1000, now + 1000);
+        assert_eq!(hits.len(), 1, "key {k}");
+        assert_eq!(key_of(&decode(&hits[0])), "q7");
+    }
+    assert!(store
+        .query_message("Q", "q7", 10, now + 10_000, now + 20_000)
+        .is_empty());
+    assert!(store
+        .query_message("Other", "q7", 10, 0, now + 1000)
+        .is_empty());
+    // Offset by time around the 30 ms gap.
+    assert_eq!(
+        store.offset_in_queue_by_time("Q", 0, times[10], Boundary::Lower),
+        10
+    );
+    assert_eq!(
+        store.offset_in_queue_by_time("Q", 0, times[10] - 1, Boundary::Upper),
+        9
+    );
+    assert_eq!(store.offset_in_queue_by_time("Q", 0, 0, Boundary::Lower), 0);
+    assert_eq!(
+        store.offset_in_queue_by_time("Q", 0, i64::MAX, Boundary::Lower),
+        20
+    );
+    assert_eq!(store.earliest_message_time("Q", 0), Some(times[0]));
+    store.delete_topic("Q");
+    assert_eq!(store.max_offset_in_queue("Q", 0), 0);
+    assert!(!dir.join("consumequeue").join("Q").exists());
+    store.shutdown();
+}
+
+/// Builds a store directory by hand, as the spec lays it out (records with offsets and
+/// timestamps filled, BLANK filler, a 20-byte-unit ConsumeQueue, a checkpoint), then opens it.
+#[test]
+fn opens_a_hand_made_store_directory() {
+    let dir = temp_dir("handmade");
+    let seg = SEG as usize;
+    std::fs::create_dir_all(dir.join("commitlog")).unwrap();
+    let mut file0 = vec![0u8; seg];
+    let mut file1 = vec![0u8; seg];
+    let mut units: Vec<(i64, i32, i64)> = Vec::new();
+    let mut pos = 0usize;
+    let mut in_second = false;
+    for i in 0..40i64 {
+        let qo = i;
+        let mut b = BytesMut::new();
+        encode(
+            "H",
+            0,
+            0,
+            &vec![b'x'; 3000],
+            &props(&format!("h{i}"), Some("TagA")),
+            &mut b,
+        );
+        let file = if in_second { &mut file1 } else { &mut file0 };
+        if !in_second && pos + b.len() + 8 > seg {
+            file[pos..pos + 4].copy_from_slice(&((seg - pos) as i32).to_be_bytes());
+            file[pos + 4..pos + 8].copy_from_slice(&record::BLANK_MAGIC.to_be_bytes());
+            in_second = true;
+            pos = 0;
+        }
+        let base = if in_second { seg } else { 0 };
+        let phys = (base + pos) as i64;
+        record::patch_physical_offset(&mut b, phys);
+        record::patch_queue_offset(&mut b, qo);
+        record::patch_store_timestamp(&mut b, 1_700_000_000_000 + i);
+        let file = if in_second { &mut file1 } else { &mut file0 };
+        file[pos..pos + b.len()].copy_from_slice(&b);
+        units.push((phys, b.len() as i32, 2_598_919));
+        pos += b.len();
+    }
+    std::fs::write(dir.join("commitlog").join(format!("{:020}", 0)), &file0).unwrap();
+    std::fs::write(dir.join("commitlog").join(format!("{:020}", SEG)), &file1).unwrap();
+    // ConsumeQueue for only the first 30 messages: recovery must dispatch the rest.
+    let cq_dir = dir.join("consumequeue").join("H").join("0");
+    std::fs::create_dir_all(&cq_dir).unwrap();
+    let units_per_file = 32usize;
+    let mut cq = vec![0u8; units_per_file * CQ_UNIT_SIZE];
+    for (i, (o, s, t)) in units.iter().take(30).enumerate() {
+        let p = i * CQ_UNIT_SIZE;
+        cq[p..p + 8].copy_from_slice(&o.to_be_bytes());
+        cq[p + 8..p + 12].copy_from_slice(&s.to_be_bytes());
+        cq[p + 12..p + 20].copy_from_slice(&t.to_be_bytes());
+    }
+    std::fs::write(cq_dir.join(format!("{:020}", 0)), &cq).unwrap();
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap();
+    assert_eq!(store.max_offset_in_queue("H", 0), 40);
+    assert_eq!(store.commit_log_max_offset(), (SEG as usize + pos) as i64);
+    let mut all = Vec::new();
+    let mut next = 0;
+    while next < 40 {
+        let g = store.get_message("H", 0, next, 32, 1 << 22, &AcceptAll);
+        assert_eq!(g.status, GetMessageStatus::Found);
+        all.extend(g.messages);
+        next = g.next_begin_offset;
+    }
+    for (i, m) in all.iter().enumerate() {
+        let r = decode(m);
+        assert_eq!((r.physical_offset, r.queue_offset), (units[i].0, i as i64));
+        assert_eq!(key_of(&r), format!("h{i}"));
+    }
+    assert_eq!(store.query_message("H", "h35", 4, 0, i64::MAX).len(), 1);
+    // New appends continue after the hand-written tail with the next queue offset.
+    let r = put(&store, "H", 0, "more", 10);
+    assert_eq!(
+        (r.queue_offset, r.wrote_offset),
+        (40, (SEG as usize + pos) as i64)
+    );
+    store.shutdown();
+    // What ringmq wrote is laid out as the spec says: CQ unit 40 points at that record.
+    let cq1 = std::fs::read(cq_dir.join(format!("{:020}", 32 * CQ_UNIT_SIZE))).unwrap();
+    let p = (40 - 32) * CQ_UNIT_SIZE;
+    assert_eq!(
+        i64::from_be_bytes(cq1[p..p + 8].try_into().unwrap()),
+        r.wrote_offset
+    );
+    assert_eq!(
+        i32::from_be_bytes(cq1[p + 8..p + 12].try_into().unwrap()),
+        r.wrote_bytes
+    );
+    assert_eq!(
+        i64::from_be_bytes(cq1[p + 12..p + 20].try_into().unwrap()),
+        2_598_919
+    );
+    let cp = std::fs::read(dir.join("checkpoint")).unwrap();
+    assert_eq!(cp.len(), 4096);
+    assert!(i64::from_be_bytes(cp[0..8].try_into().unwrap()) >= r.store_timestamp_ms);
+}
+
+#[test]
+fn abnormal_recovery_truncates_torn_tail_and_dirty_queue() {
+    let dir = temp_dir("abnormal");
+    let cfg = config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    let mut last = None;
+    for i in 0..30 {
+        last = Some(put(&store, "A", 0, &format!("a{i}"), 500));
+    }
+    store.shutdown();
+    let last = last.unwrap();
+    let end = (last.wrote_offset + last.wrote_bytes as i64) as u64;
+    // Simulate a crash mid-append: a torn record after the end, a CQ unit pointing at it,
+    // and the abort file left behind.
+    let seg_path = dir
+        .join("commitlog")
+        .join(format!("{:020}", end / SEG * SEG));
+    let mut data = std::fs::read(&seg_path).unwrap();
+    let pos = (end % SEG) as usize;
+    let mut torn = BytesMut::new();
+    encode("A", 0, 0, &[9u8; 400], &props("torn", None), &mut torn);
+    record::patch_physical_offset(&mut torn, end as i64);
+    data[pos..pos + 200].copy_from_slice(&torn[..200]);
+    std::fs::write(&seg_path, &data).unwrap();
+    let cq_path = dir
+        .join("consumequeue")
+        .join("A")
+        .join("0")
+        .join(format!("{:020}", 0));
+    let mut cq = std::fs::read(&cq_path).unwrap();
+    let p = 30 * CQ_UNIT_SIZE;
+    if p + CQ_UNIT_SIZE <= cq.len() {
+        cq[p..p + 8].copy_from_slice(&(end as i64).to_be_bytes());
+        cq[p + 8..p + 12].copy_from_slice(&(torn.len() as i32).to_be_bytes());
+        std::fs::write(&cq_path, &cq).unwrap();
+    }
+    std::fs::write(dir.join("abort"), "1").unwrap();
+    let store = MessageStore::open(cfg).unwrap();
+    assert_eq!(store.commit_log_max_offset() as u64, end);
+    assert_eq!(store.max_offset_in_queue("A", 0), 30);
+    let r = put(&store, "A", 0, "next", 10);
+    assert_eq!((r.wrote_offset as u64, r.queue_offset), (end, 30));
+    wait_until("dispatch", || store.max_offset_in_queue("A", 0) == 31);
+    let g = store.get_message("A", 0, 30, 1, 1 << 20, &AcceptAll);
+    assert_eq!(key_of(&decode(&g.messages[0])), "next");
+    store.shutdown();
+}
+
+#[test]
+fn retention_deletes_old_segments_and_queue_files() {
+    let dir = temp_dir("retention");
+    let mut cfg = config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap);
+    cfg.file_reserved_time_hours = 0;
+    let store = MessageStore::open(cfg).unwrap();
+    for i in 0..300 {
+        put(&store, "Z", 0, &format!("z{i}"), 900);
+    }
+    wait_until("dispatch", || {
+        store.max_offset_in_queue("Z", 0) == 300 && store.dispatch_behind_bytes() == 0
+    });
+    let before = std::fs::read_dir(dir.join("commitlog")).unwrap().count();
+    store.delete_expired_files_now();
+    let min = store.commit_log_min_offset();
+    assert!(min > 0, "old segments deleted");
+    assert!(std::fs::read_dir(dir.join("commitlog")).unwrap().count() < before);
+    let qmin = store.min_offset_in_queue("Z", 0);
+    assert!(qmin > 0);
+    let g = store.get_message("Z", 0, 0, 8, 1 << 20, &AcceptAll);
+    assert_eq!(
+        (g.status, g.next_begin_offset),
+        (GetMessageStatus::OffsetTooSmall, qmin)
+    );
+    let g = store.get_message("Z", 0, qmin, 8, 1 << 20, &AcceptAll);
+    assert_eq!(g.status, GetMessageStatus::Found);
+    assert!(decode(&g.messages[0]).physical_offset >= min);
+    assert!(store.look_message_by_offset(0).is_none());
+    store.shutdown();
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap();
+    assert_eq!(store.commit_log_min_offset(), min);
+    assert_eq!(store.max_offset_in_queue("Z", 0), 300);
+    store.shutdown();
+}
+
+#[test]
+fn sync_flush_groups_concurrent_writers() {
+    let dir = temp_dir("group");
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap)).unwrap();
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let s = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    assert_eq!(
+                        put(&s, "G", t % 4, &format!("g{t}-{i}"), 100).status,
+                        PutMessageStatus::PutOk
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let m = store.metrics();
+    assert_eq!(m.put_messages, 800);
+    assert!(
+        m.flush_count < 800,
+        "flushes were grouped: {} flushes",
+        m.flush_count
+    );
+    assert_eq!(m.commit_log_flushed_offset, m.commit_log_max_offset);
+    store.shutdown();
+}
+
+#[test]
+fn second_open_of_a_locked_store_is_refused() {
+    let dir = temp_dir("lock");
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap();
+    let err =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap_err();
+    assert!(
+        matches!(err, ringmq_store::StoreError::Locked { .. }),
+        "{err}"
+    );
+    store.shutdown();
+}
+
+fn crash_rounds(mode: &str, rounds: u64) {
+    let dir = temp_dir(&format!("crash-{mode}"));
+    let bin = env!("CARGO_BIN_EXE_ringmq-store-crash-writer");
+    let mut acked: HashMap<String, (i32, i64, i64, i32)> = HashMap::new();
+    let mut rng = 0x1234_5678_9abc_def0u64 ^ std::process::id() as u64;
+    for round in 0..rounds {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let kill_after_acks = 5 + (rng % 400) as usize;
+        let mut child = std::process::Command::new(bin)
+            .args([dir.to_str().unwrap(), mode, &round.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let mut n = 0;
+        let started = Instant::now();
+        while n < kill_after_acks && started.elapsed() < Duration::from_secs(20) {
+            let Some(Ok(l)) = lines.next() else { break };
+            let p: Vec<&str> = l.split(' ').collect();
+            if p.len() == 6 && p[0] == "ACK" {
+                acked.insert(
+                    p[1].to_string(),
+                    (
+                        p[2].parse().unwrap(),
+                        p[3].parse().unwrap(),
+                        p[4].parse().unwrap(),
+                        p[5].parse().unwrap(),
+                    ),
+                );
+                n += 1;
+            }
+        }
+        // SIGKILL at this random point; acks read so far are the ones the test holds the
+        // store to (the writer may have acknowledged a few more that we did not read).
+        child.kill().unwrap();
+        let _ = child.wait();
+        assert!(n > 0, "round {round}: the writer acknowledged nothing");
+        assert!(
+            dir.join("abort").exists(),
+            "killed writer leaves abort behind"
+        );
+        let store = MessageStore::open(StoreConfig {
+            mapped_file_size_consume_queue_units: 64,
+            max_hash_slot_num: 64,
+            max_index_num: 256,
+            flush_disk_type: FlushDiskType::SyncFlush,
+            write_mode: if mode == "direct" {
+                WriteMode::Direct
+            } else {
+                WriteMode::Mmap
+            },
+            direct_write_ring_size_bytes: 256 * 1024,
+            ..config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap)
+        })
+        .unwrap();
+        let max = store.commit_log_max_offset();
+        if std::env::var_os("RINGMQ_TEST_VERBOSE").is_some() {
+            eprintln!(
+                "round {round}: {n} new acks, {} total, log max {max}",
+                acked.len()
+            );
+        }
+        for (key, (qid, qo, phys, size)) in &acked {
+            let m = store
+                .look_message_by_offset(*phys)
+                .unwrap_or_else(|| panic!("round {round}: acked {key} at {phys} missing"));
+            assert_eq!(m.len() as i32, *size);
+            let r = match decode_record(&m, true) {
+                Ok(Decoded::Message(r)) => r,
+                other => panic!("round {round}: acked {key} at {phys} corrupt: {other:?}"),
+            };
+            assert_eq!(key_of(&r), *key);
+            assert_eq!(r.queue_offset, *qo);
+            let g = store.get_message("CrashTopic", *qid, *qo, 1, 1 << 20, &AcceptAll);
+            assert_eq!(
+                g.status,
+                GetMessageStatus::Found,
+                "round {round}: {key} not in the ConsumeQueue"
+            );
+            assert_eq!(decode(&g.messages[0]).physical_offset, *phys);
+        }
+        // Spot-check the index for a sample of acked keys.
+        for (key, (_, _, phys, _)) in acked.iter().take(20) {
+            let hits = store.query_message("CrashTopic", key, 4, 0, i64::MAX);
+            assert!(
+                hits.iter().any(|h| decode(h).physical_offset == *phys),
+                "round {round}: {key} not indexed"
+            );
+        }
+        // The ConsumeQueue never points past the log, and every unit matches its record.
+        for qid in 0..2 {
+            let qmax = store.max_offset_in_queue("CrashTopic", qid);
+            let mut next = store.min_offset_in_queue("CrashTopic", qid);
+            while next < qmax {
+                let g = store.get_message("CrashTopic", qid, next, 32, 1 << 22, &AcceptAll);
+                assert_eq!(
+                    g.status,
+                    GetMessageStatus::Found,
+                    "round {round}: hole at {qid}/{next}"
+                );
+                for (m, qo) in g.messages.iter().zip(&g.message_queue_offsets) {
+                    let r = decode(m);
+                    assert_eq!(r.queue_offset, *qo);
+                    assert!(r.physical_offset + r.total_size as i64 <= max);
+                }
+                next = g.next_begin_offset;
+            }
+        }
+        store.shutdown();
+    }
+    assert!(acked.len() >= rounds as usize);
+}
+
+#[test]
+fn kill_9_sync_flush_writer_mmap() {
+    crash_rounds("mmap", 20);
+}
+
+#[test]
+fn kill_9_sync_flush_writer_direct() {
+    crash_rounds("direct", 8);
+}
+
+#[test]
+fn file_size_limit_fails_allocation_without_corruption() {
+    let dir = temp_dir("fsize");
+    let bin = env!("CARGO_BIN_EXE_ringmq-store-crash-writer");
+    let out = std::process::Command::new(bin)
+        .args([dir.to_str().unwrap(), "mmap", "1", "fsize"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "writer failed: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("FAILED Some(CreateMappedFileFailed)"),
+        "{text}"
+    );
+    assert!(text.contains("FSIZE-OK"));
+    let acked: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("ACK "))
+        .collect();
+    let store = MessageStore::open(StoreConfig {
+        mapped_file_size_consume_queue_units: 64,
+        max_hash_slot_num: 64,
+        max_index_num: 256,
+        ..config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap)
+    })
+    .unwrap();
+    assert_eq!(
+        store.max_offset_in_queue("FsizeTopic", 0),
+        acked.len() as i64
+    );
+    let mut next = 0;
+    let mut i = 0;
+    while next < acked.len() as i64 {
+        let g = store.get_message("FsizeTopic", 0, next, 32, 1 << 22, &AcceptAll);
+        for m in &g.messages {
+            assert_eq!(key_of(&decode(m)), acked[i]);
+            i += 1;
+        }
+        next = g.next_begin_offset;
+    }
+    assert_eq!(i, acked.len());
+    store.shutdown();
+}
