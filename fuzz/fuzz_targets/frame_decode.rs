@@ -22,7 +22,10 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut wire = BytesMut::new();
         cmd.encode(&mut wire);
-        let again = decoder.decode(&mut wire).expect("our own frame decodes").expect("complete");
+        let again = decoder
+            .decode(&mut wire)
+            .expect("our own frame decodes")
+            .expect("complete");
         assert_eq!(again, cmd, "decode -> encode -> decode changed the command");
     }
     if let Ok(cmd) = json_header::read(data) {

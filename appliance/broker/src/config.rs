@@ -622,6 +622,13 @@ mod tests {
             c.extra.get("sendMessageThreadPoolNums").map(String::as_str),
             Some("8")
         );
+        // Store-only keys are passed to the store, not reported.
+        let (c, notes) = BrokerConfig::from_properties_text(
+            "flushIntervalConsumeQueue=2000\nringmq.writeMode=direct\n",
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        let sc = crate::disk_store::store_config(&c).unwrap();
+        assert_eq!(sc.flush_interval_consume_queue_ms, 2000);
     }
 
     #[test]

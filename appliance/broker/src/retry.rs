@@ -15,7 +15,9 @@ use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded, RecordFields};
 use ringmq_remoting::RemotingCommand;
 
-use crate::context::{error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx};
+use crate::context::{
+    error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
+};
 use crate::metadata::topic_config::{self as topics, PERM_READ, PERM_WRITE};
 use crate::processor::send::random_below;
 use crate::schedule;
@@ -30,7 +32,11 @@ pub const BASE_RETRY_DELAY_LEVEL: i32 = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendBackRoute {
     /// `%RETRY%group`, queue, and the delay level it waits at first.
-    Retry { topic: String, queue_id: i32, delay_level: i32 },
+    Retry {
+        topic: String,
+        queue_id: i32,
+        delay_level: i32,
+    },
     /// `%DLQ%group` queue 0, no delay.
     DeadLetter { topic: String, queue_id: i32 },
 }
@@ -38,12 +44,29 @@ pub enum SendBackRoute {
 /// The §a.2 rule 8: DLQ when `reconsume_times >= max_reconsume_times` or the client asked
 /// for it (`delay_level < 0`); otherwise retry at `delay_level`, or `3 + reconsume_times` when
 /// the client left the choice to the broker (0).
-pub fn route_send_back(group: &str, reconsume_times: i32, max_reconsume_times: i32, delay_level: i32, retry_queue_id: i32) -> SendBackRoute {
+pub fn route_send_back(
+    group: &str,
+    reconsume_times: i32,
+    max_reconsume_times: i32,
+    delay_level: i32,
+    retry_queue_id: i32,
+) -> SendBackRoute {
     if reconsume_times >= max_reconsume_times || delay_level < 0 {
-        return SendBackRoute::DeadLetter { topic: topics::dlq_topic(group), queue_id: 0 };
+        return SendBackRoute::DeadLetter {
+            topic: topics::dlq_topic(group),
+            queue_id: 0,
+        };
     }
-    let level = if delay_level == 0 { BASE_RETRY_DELAY_LEVEL.saturating_add(reconsume_times) } else { delay_level };
-    SendBackRoute::Retry { topic: topics::retry_topic(group), queue_id: retry_queue_id, delay_level: level }
+    let level = if delay_level == 0 {
+        BASE_RETRY_DELAY_LEVEL.saturating_add(reconsume_times)
+    } else {
+        delay_level
+    };
+    SendBackRoute::Retry {
+        topic: topics::retry_topic(group),
+        queue_id: retry_queue_id,
+        delay_level: level,
+    }
 }
 
 /// What the send path does with a message sent straight to `%RETRY%group` (§a.3).
@@ -69,16 +92,24 @@ pub fn route_retry_send(
         return Ok(RetrySendRoute::AsIs);
     };
     let Some(group_config) = ctx.groups.find(group) else {
-        return Err((ResponseCode::SubscriptionGroupNotExist, format!("subscription group not exist, {group}")));
+        return Err((
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group not exist, {group}"),
+        ));
     };
     let max = max_reconsume_times.unwrap_or(group_config.retry_max_times);
     if reconsume_times <= max && !ctx.locks.has_unexpired_lock(group) {
         return Ok(RetrySendRoute::AsIs);
     }
     let dlq = topics::dlq_topic(group);
-    let tc = ctx.topics.create_topic_of_retry(&dlq, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE);
+    let tc = ctx
+        .topics
+        .create_topic_of_retry(&dlq, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE);
     if !tc.is_writeable() {
-        return Err((ResponseCode::NoPermission, format!("the topic[{dlq}] sending message is forbidden")));
+        return Err((
+            ResponseCode::NoPermission,
+            format!("the topic[{dlq}] sending message is forbidden"),
+        ));
     }
     tracing::info!(group, reconsume_times, max, "retry send goes to {dlq}");
     Ok(RetrySendRoute::DeadLetter { topic: dlq })
@@ -93,14 +124,22 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: String) -> Hand
 }
 
 /// CONSUMER_SEND_MSG_BACK (36).
-pub fn consumer_send_msg_back(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+pub fn consumer_send_msg_back(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &dyn RequestCtx,
+) -> Handled {
     let header: ConsumerSendMsgBackRequestHeader = match request.decode_header() {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
     let config = &ctx.config;
     if !config.is_master() {
-        return refuse(&request, ResponseCode::SystemError, format!("no master available along with {}", config.broker_ip1));
+        return refuse(
+            &request,
+            ResponseCode::SystemError,
+            format!("no master available along with {}", config.broker_ip1),
+        );
     }
     let group = header.group.as_str();
     let Some(group_config) = ctx.groups.find(group) else {
@@ -111,53 +150,105 @@ pub fn consumer_send_msg_back(ctx: &Arc<BrokerContext>, request: RemotingCommand
         );
     };
     if !config.is_writeable() {
-        return refuse(&request, ResponseCode::NoPermission, format!("the broker[{}] sending message is forbidden", config.broker_ip1));
+        return refuse(
+            &request,
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                config.broker_ip1
+            ),
+        );
     }
     if group_config.retry_queue_nums == 0 {
         // The group opted out of retries: the message is dropped, as upstream does.
-        return request.response_to(ResponseCode::Success.code(), None).into();
+        return request
+            .response_to(ResponseCode::Success.code(), None)
+            .into();
     }
     let retry_topic = topics::retry_topic(group);
-    let retry_tc = ctx.topics.create_topic_of_retry(&retry_topic, group_config.retry_queue_nums, PERM_READ | PERM_WRITE);
+    let retry_tc = ctx.topics.create_topic_of_retry(
+        &retry_topic,
+        group_config.retry_queue_nums,
+        PERM_READ | PERM_WRITE,
+    );
     if !retry_tc.is_writeable() {
-        return refuse(&request, ResponseCode::NoPermission, format!("the topic[{retry_topic}] sending message is forbidden"));
+        return refuse(
+            &request,
+            ResponseCode::NoPermission,
+            format!("the topic[{retry_topic}] sending message is forbidden"),
+        );
     }
     let retry_queue_id = random_below(group_config.retry_queue_nums) as i32;
     let Some(original) = ctx.store.look_message_by_offset(header.offset) else {
-        return refuse(&request, ResponseCode::SystemError, format!("look message by offset failed, {}", header.offset));
+        return refuse(
+            &request,
+            ResponseCode::SystemError,
+            format!("look message by offset failed, {}", header.offset),
+        );
     };
     let rec = match record::decode_record(&original, false) {
         Ok(Decoded::Message(r)) => r,
-        Ok(Decoded::Blank { .. }) | Err(_) => {
-            return refuse(
-                &request,
-                ResponseCode::SystemError,
-                format!("look message by offset failed, {}: no message record at that commit-log offset", header.offset),
-            )
-        }
+        Ok(Decoded::Blank { .. }) | Err(_) => return refuse(
+            &request,
+            ResponseCode::SystemError,
+            format!(
+                "look message by offset failed, {}: no message record at that commit-log offset",
+                header.offset
+            ),
+        ),
     };
     let original_topic = match rec.topic() {
         Ok(t) => t.to_string(),
-        Err(e) => return refuse(&request, ResponseCode::SystemError, format!("stored message at {} is unreadable: {e}", header.offset)),
+        Err(e) => {
+            return refuse(
+                &request,
+                ResponseCode::SystemError,
+                format!("stored message at {} is unreadable: {e}", header.offset),
+            )
+        }
     };
     let mut props = MessageProperties::parse_bytes(rec.properties);
     if props.get(keys::RETRY_TOPIC).is_none() {
         let _ = props.insert(keys::RETRY_TOPIC, &original_topic);
     }
     let _ = props.insert(keys::WAIT, "false");
-    let max_reconsume = header.max_reconsume_times.unwrap_or(group_config.retry_max_times);
-    let route = route_send_back(group, rec.reconsume_times, max_reconsume, header.delay_level, retry_queue_id);
+    let max_reconsume = header
+        .max_reconsume_times
+        .unwrap_or(group_config.retry_max_times);
+    let route = route_send_back(
+        group,
+        rec.reconsume_times,
+        max_reconsume,
+        header.delay_level,
+        retry_queue_id,
+    );
     let (mut topic, mut queue_id) = match &route {
         SendBackRoute::DeadLetter { topic, queue_id } => {
-            let tc = ctx.topics.create_topic_of_retry(topic, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE);
+            let tc =
+                ctx.topics
+                    .create_topic_of_retry(topic, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE);
             if !tc.is_writeable() {
-                return refuse(&request, ResponseCode::NoPermission, format!("the topic[{topic}] sending message is forbidden"));
+                return refuse(
+                    &request,
+                    ResponseCode::NoPermission,
+                    format!("the topic[{topic}] sending message is forbidden"),
+                );
             }
             let _ = props.insert(keys::DELAY, "0");
-            tracing::info!(group, reconsume = rec.reconsume_times, max_reconsume, delay_level = header.delay_level, "send-back goes to {topic}");
+            tracing::info!(
+                group,
+                reconsume = rec.reconsume_times,
+                max_reconsume,
+                delay_level = header.delay_level,
+                "send-back goes to {topic}"
+            );
             (topic.clone(), *queue_id)
         }
-        SendBackRoute::Retry { topic, queue_id, delay_level } => {
+        SendBackRoute::Retry {
+            topic,
+            queue_id,
+            delay_level,
+        } => {
             let _ = props.insert(keys::DELAY, &delay_level.to_string());
             (topic.clone(), *queue_id)
         }
@@ -168,7 +259,13 @@ pub fn consumer_send_msg_back(ctx: &Arc<BrokerContext>, request: RemotingCommand
     }
     // The put hook: a retry waits in SCHEDULE_TOPIC_XXXX and comes back to %RETRY%group.
     if let SendBackRoute::Retry { delay_level, .. } = route {
-        if let Some(parked) = schedule::park_delayed(&mut props, &topic, queue_id, delay_level, ctx.delay_levels_ms.len()) {
+        if let Some(parked) = schedule::park_delayed(
+            &mut props,
+            &topic,
+            queue_id,
+            delay_level,
+            ctx.delay_levels_ms.len(),
+        ) {
             topic = parked.topic;
             queue_id = parked.queue_id;
         }
@@ -193,7 +290,11 @@ pub fn consumer_send_msg_back(ctx: &Arc<BrokerContext>, request: RemotingCommand
     };
     let mut records = BytesMut::with_capacity(fields.encoded_size());
     if let Err(e) = record::encode_record(&fields, &mut records) {
-        return refuse(&request, ResponseCode::MessageIllegal, format!("the sent-back message cannot be stored: {e}"));
+        return refuse(
+            &request,
+            ResponseCode::MessageIllegal,
+            format!("the sent-back message cannot be stored: {e}"),
+        );
     }
     let put = PutRequest {
         topic,
@@ -213,7 +314,11 @@ pub fn consumer_send_msg_back(ctx: &Arc<BrokerContext>, request: RemotingCommand
         Box::new(move |result: PutResult| {
             let mut response = response;
             if result.status != PutMessageStatus::PutOk {
-                tracing::warn!(group = group_owned, status = result.status.name(), "send-back not stored");
+                tracing::warn!(
+                    group = group_owned,
+                    status = result.status.name(),
+                    "send-back not stored"
+                );
                 response.code = ResponseCode::SystemError.code();
                 response.remark = Some(result.status.name().to_string());
             }
@@ -259,10 +364,16 @@ mod tests {
     }
 
     /// Calls the processor directly (the dispatcher wiring is the broker-core's).
-    fn send_back(ctx: &Arc<BrokerContext>, header: &ConsumerSendMsgBackRequestHeader) -> RemotingCommand {
+    fn send_back(
+        ctx: &Arc<BrokerContext>,
+        header: &ConsumerSendMsgBackRequestHeader,
+    ) -> RemotingCommand {
         let req = RemotingCommand::request(36, 9).with_header(header);
         let (tx, rx) = mpsc::channel();
-        let rc = Rc { channel: crate::test_support::FakeChannel::new(1), tx: Mutex::new(Some(tx)) };
+        let rc = Rc {
+            channel: crate::test_support::FakeChannel::new(1),
+            tx: Mutex::new(Some(tx)),
+        };
         match consumer_send_msg_back(ctx, req, &rc) {
             Handled::Now(r) => r.command,
             Handled::Later => rx.recv_timeout(Duration::from_secs(5)).unwrap().command,
@@ -280,7 +391,9 @@ mod tests {
 
     fn phys_of(ctx: &Arc<BrokerContext>, topic: &str, tag: &str) -> i64 {
         let resp = send_simple(ctx, topic, 0, tag, b"payload");
-        id::decode_offset_msg_id(resp.command.ext_fields.get("msgId").unwrap()).unwrap().commit_log_offset
+        id::decode_offset_msg_id(resp.command.ext_fields.get("msgId").unwrap())
+            .unwrap()
+            .commit_log_offset
     }
 
     fn only_record(store: &MemStore, topic: &str, queue_id: i32) -> Vec<u8> {
@@ -293,15 +406,38 @@ mod tests {
     fn routing_rule() {
         assert_eq!(
             route_send_back("G", 0, 16, 0, 0),
-            SendBackRoute::Retry { topic: "%RETRY%G".into(), queue_id: 0, delay_level: 3 }
+            SendBackRoute::Retry {
+                topic: "%RETRY%G".into(),
+                queue_id: 0,
+                delay_level: 3
+            }
         );
         assert_eq!(
             route_send_back("G", 15, 16, 0, 0),
-            SendBackRoute::Retry { topic: "%RETRY%G".into(), queue_id: 0, delay_level: 18 }
+            SendBackRoute::Retry {
+                topic: "%RETRY%G".into(),
+                queue_id: 0,
+                delay_level: 18
+            }
         );
-        assert_eq!(route_send_back("G", 16, 16, 0, 0), SendBackRoute::DeadLetter { topic: "%DLQ%G".into(), queue_id: 0 });
-        assert_eq!(route_send_back("G", 0, 16, -1, 0), SendBackRoute::DeadLetter { topic: "%DLQ%G".into(), queue_id: 0 });
-        assert!(matches!(route_send_back("G", 2, 16, 7, 0), SendBackRoute::Retry { delay_level: 7, .. }));
+        assert_eq!(
+            route_send_back("G", 16, 16, 0, 0),
+            SendBackRoute::DeadLetter {
+                topic: "%DLQ%G".into(),
+                queue_id: 0
+            }
+        );
+        assert_eq!(
+            route_send_back("G", 0, 16, -1, 0),
+            SendBackRoute::DeadLetter {
+                topic: "%DLQ%G".into(),
+                queue_id: 0
+            }
+        );
+        assert!(matches!(
+            route_send_back("G", 2, 16, 7, 0),
+            SendBackRoute::Retry { delay_level: 7, .. }
+        ));
     }
 
     #[test]
@@ -310,9 +446,14 @@ mod tests {
         let phys = phys_of(&ctx, "TopicA", "TagA");
         let resp = send_back(&ctx, &header("G1", phys, 0));
         assert_eq!(resp.code, 0, "{:?}", resp.remark);
-        assert!(ctx.topics.select("%RETRY%G1").is_some(), "retry topic created on demand");
+        assert!(
+            ctx.topics.select("%RETRY%G1").is_some(),
+            "retry topic created on demand"
+        );
         let rec = only_record(&store, "SCHEDULE_TOPIC_XXXX", 2);
-        let Ok(Decoded::Message(r)) = record::decode_record(&rec, true) else { panic!() };
+        let Ok(Decoded::Message(r)) = record::decode_record(&rec, true) else {
+            panic!()
+        };
         assert_eq!(r.reconsume_times, 1);
         assert_eq!(r.body, b"payload");
         let p = std::str::from_utf8(r.properties).unwrap();
@@ -323,7 +464,10 @@ mod tests {
         assert_eq!(properties::find(p, "TAGS"), Some("TagA"));
         assert_eq!(properties::find(p, "WAIT"), Some("false"));
         let origin = properties::find(p, "ORIGIN_MESSAGE_ID").unwrap();
-        assert_eq!(id::decode_offset_msg_id(origin).unwrap().commit_log_offset, phys);
+        assert_eq!(
+            id::decode_offset_msg_id(origin).unwrap().commit_log_offset,
+            phys
+        );
     }
 
     #[test]
@@ -335,7 +479,9 @@ mod tests {
         h.max_reconsume_times = Some(0);
         assert_eq!(send_back(&ctx, &h).code, 0);
         let rec = only_record(&store, "%DLQ%G2", 0);
-        let Ok(Decoded::Message(r)) = record::decode_record(&rec, true) else { panic!() };
+        let Ok(Decoded::Message(r)) = record::decode_record(&rec, true) else {
+            panic!()
+        };
         let p = std::str::from_utf8(r.properties).unwrap();
         assert_eq!(properties::find(p, "DELAY"), Some("0"));
         assert_eq!(properties::find(p, "RETRY_TOPIC"), Some("TopicB"));
@@ -360,33 +506,67 @@ mod tests {
         assert_eq!(send_back(&ctx, &header("G4", phys, 5)).code, 0);
         // Second hop: send back the parked copy itself.
         let parked = store.get_message("SCHEDULE_TOPIC_XXXX", 4, 0, 1, 1 << 20, &AcceptAll);
-        let Ok(Decoded::Message(first)) = record::decode_record(&parked.messages[0], false) else { panic!() };
+        let Ok(Decoded::Message(first)) = record::decode_record(&parked.messages[0], false) else {
+            panic!()
+        };
         let first_props = std::str::from_utf8(first.properties).unwrap().to_string();
-        assert_eq!(send_back(&ctx, &header("G4", first.physical_offset, 0)).code, 0);
+        assert_eq!(
+            send_back(&ctx, &header("G4", first.physical_offset, 0)).code,
+            0
+        );
         let again = store.get_message("SCHEDULE_TOPIC_XXXX", 3, 0, 1, 1 << 20, &AcceptAll);
-        let Ok(Decoded::Message(second)) = record::decode_record(&again.messages[0], false) else { panic!() };
+        let Ok(Decoded::Message(second)) = record::decode_record(&again.messages[0], false) else {
+            panic!()
+        };
         let p = std::str::from_utf8(second.properties).unwrap();
         assert_eq!(second.reconsume_times, 2);
-        assert_eq!(properties::find(p, "DELAY"), Some("4"), "3 + reconsumeTimes(1)");
+        assert_eq!(
+            properties::find(p, "DELAY"),
+            Some("4"),
+            "3 + reconsumeTimes(1)"
+        );
         assert_eq!(properties::find(p, "RETRY_TOPIC"), Some("TopicC"));
-        assert_eq!(properties::find(p, "ORIGIN_MESSAGE_ID"), properties::find(&first_props, "ORIGIN_MESSAGE_ID"));
+        assert_eq!(
+            properties::find(p, "ORIGIN_MESSAGE_ID"),
+            properties::find(&first_props, "ORIGIN_MESSAGE_ID")
+        );
     }
 
     #[test]
     fn errors_map_to_rocketmq_codes() {
         let (ctx, store) = test_context(BrokerConfig::default());
-        assert_eq!(send_back(&ctx, &header("G5", 999_999, 0)).code, ResponseCode::SystemError.code());
-        let off = BrokerConfig { auto_create_subscription_group: false, ..BrokerConfig::default() };
+        assert_eq!(
+            send_back(&ctx, &header("G5", 999_999, 0)).code,
+            ResponseCode::SystemError.code()
+        );
+        let off = BrokerConfig {
+            auto_create_subscription_group: false,
+            ..BrokerConfig::default()
+        };
         let (ctx2, _) = test_context(off);
-        assert_eq!(send_back(&ctx2, &header("NoSuchGroup", 0, 0)).code, ResponseCode::SubscriptionGroupNotExist.code());
-        let ro = BrokerConfig { broker_permission: 4, ..BrokerConfig::default() };
+        assert_eq!(
+            send_back(&ctx2, &header("NoSuchGroup", 0, 0)).code,
+            ResponseCode::SubscriptionGroupNotExist.code()
+        );
+        let ro = BrokerConfig {
+            broker_permission: 4,
+            ..BrokerConfig::default()
+        };
         let (ctx3, _) = test_context(ro);
-        assert_eq!(send_back(&ctx3, &header("G", 0, 0)).code, ResponseCode::NoPermission.code());
+        assert_eq!(
+            send_back(&ctx3, &header("G", 0, 0)).code,
+            ResponseCode::NoPermission.code()
+        );
         // Missing header field.
         let req = RemotingCommand::request(36, 1).with_ext("group", "G");
         let (tx, _rx) = mpsc::channel();
-        let rc = Rc { channel: crate::test_support::FakeChannel::new(1), tx: Mutex::new(Some(tx)) };
-        let Handled::Now(r) = consumer_send_msg_back(&ctx, req, &rc) else { panic!() };
+        let rc = Rc {
+            channel: crate::test_support::FakeChannel::new(1),
+            tx: Mutex::new(Some(tx)),
+        };
+        let Handled::Now(r) = consumer_send_msg_back(&ctx, req, &rc) else {
+            panic!()
+        };
         assert_eq!(r.command.code, ResponseCode::SystemError.code());
         // Store refusal → SYSTEM_ERROR with the status name.
         let phys = phys_of(&ctx, "TopicE", "");
@@ -406,18 +586,36 @@ mod tests {
     #[test]
     fn retry_send_rule_for_the_send_path() {
         let (ctx, _store) = test_context(BrokerConfig::default());
-        assert_eq!(route_retry_send(&ctx, "TopicA", 99, None), Ok(RetrySendRoute::AsIs));
-        assert_eq!(route_retry_send(&ctx, "%RETRY%G7", 16, None), Ok(RetrySendRoute::AsIs));
+        assert_eq!(
+            route_retry_send(&ctx, "TopicA", 99, None),
+            Ok(RetrySendRoute::AsIs)
+        );
+        assert_eq!(
+            route_retry_send(&ctx, "%RETRY%G7", 16, None),
+            Ok(RetrySendRoute::AsIs)
+        );
         assert_eq!(
             route_retry_send(&ctx, "%RETRY%G7", 17, None),
-            Ok(RetrySendRoute::DeadLetter { topic: "%DLQ%G7".into() })
+            Ok(RetrySendRoute::DeadLetter {
+                topic: "%DLQ%G7".into()
+            })
         );
         assert_eq!(
             route_retry_send(&ctx, "%RETRY%G7", 3, Some(2)),
-            Ok(RetrySendRoute::DeadLetter { topic: "%DLQ%G7".into() })
+            Ok(RetrySendRoute::DeadLetter {
+                topic: "%DLQ%G7".into()
+            })
         );
-        let off = BrokerConfig { auto_create_subscription_group: false, ..BrokerConfig::default() };
+        let off = BrokerConfig {
+            auto_create_subscription_group: false,
+            ..BrokerConfig::default()
+        };
         let (ctx2, _) = test_context(off);
-        assert_eq!(route_retry_send(&ctx2, "%RETRY%Nope", 0, None).unwrap_err().0, ResponseCode::SubscriptionGroupNotExist);
+        assert_eq!(
+            route_retry_send(&ctx2, "%RETRY%Nope", 0, None)
+                .unwrap_err()
+                .0,
+            ResponseCode::SubscriptionGroupNotExist
+        );
     }
 }

@@ -52,13 +52,19 @@ const PUT_TIMEOUT_MS: u64 = 10_000;
 pub fn parse_delay_levels(text: &str) -> Result<Vec<u64>, String> {
     let mut levels = Vec::new();
     for token in text.split_whitespace() {
-        let Some(unit) = token.chars().last() else { continue };
+        let Some(unit) = token.chars().last() else {
+            continue;
+        };
         let unit_ms: u64 = match unit {
             's' => 1000,
             'm' => 60_000,
             'h' => 3_600_000,
             'd' => 86_400_000,
-            _ => return Err(format!("messageDelayLevel token {token:?} must end in s, m, h or d")),
+            _ => {
+                return Err(format!(
+                    "messageDelayLevel token {token:?} must end in s, m, h or d"
+                ))
+            }
         };
         let digits = &token[..token.len() - unit.len_utf8()];
         let n: u64 = digits
@@ -67,10 +73,14 @@ pub fn parse_delay_levels(text: &str) -> Result<Vec<u64>, String> {
         let ms = n
             .checked_mul(unit_ms)
             .filter(|ms| *ms <= MAX_DELAY_MS)
-            .ok_or_else(|| format!("messageDelayLevel token {token:?} exceeds the {MAX_DELAY_MS} ms maximum"))?;
+            .ok_or_else(|| {
+                format!("messageDelayLevel token {token:?} exceeds the {MAX_DELAY_MS} ms maximum")
+            })?;
         levels.push(ms);
         if levels.len() > MAX_DELAY_LEVELS {
-            return Err(format!("messageDelayLevel defines more than {MAX_DELAY_LEVELS} levels"));
+            return Err(format!(
+                "messageDelayLevel defines more than {MAX_DELAY_LEVELS} levels"
+            ));
         }
     }
     if levels.is_empty() {
@@ -91,7 +101,13 @@ pub struct Parked {
 /// maximum (rewriting `DELAY` when clamped), records `REAL_TOPIC` / `REAL_QID` and returns the
 /// schedule queue to store into. `None` (properties untouched) when there is no delay.
 /// Transactional half/rollback messages must not come here (the caller checks the type).
-pub fn park_delayed(props: &mut MessageProperties, topic: &str, queue_id: i32, delay_level: i32, max_level: usize) -> Option<Parked> {
+pub fn park_delayed(
+    props: &mut MessageProperties,
+    topic: &str,
+    queue_id: i32,
+    delay_level: i32,
+    max_level: usize,
+) -> Option<Parked> {
     if delay_level <= 0 || max_level == 0 {
         return None;
     }
@@ -103,7 +119,11 @@ pub fn park_delayed(props: &mut MessageProperties, topic: &str, queue_id: i32, d
     }
     let _ = props.insert(keys::REAL_TOPIC, topic);
     let _ = props.insert(keys::REAL_QID, &queue_id.to_string());
-    Some(Parked { level, topic: SCHEDULE_TOPIC.to_string(), queue_id: level - 1 })
+    Some(Parked {
+        level,
+        topic: SCHEDULE_TOPIC.to_string(),
+        queue_id: level - 1,
+    })
 }
 
 /// The tagsCode the dispatcher writes for a `SCHEDULE_TOPIC_XXXX` unit: the deliver time.
@@ -190,7 +210,14 @@ impl ScheduleMessageService {
             let max = s.ctx.store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1);
             let corrected = saved.clamp(min, max.max(min));
             if corrected != saved {
-                tracing::warn!(level, saved, min, max, corrected, "delay offset outside its schedule queue; corrected");
+                tracing::warn!(
+                    level,
+                    saved,
+                    min,
+                    max,
+                    corrected,
+                    "delay offset outside its schedule queue; corrected"
+                );
             }
             slot.store(corrected, Ordering::SeqCst);
         }
@@ -203,7 +230,10 @@ impl ScheduleMessageService {
     /// Next schedule-queue offset of `level` (1-based).
     pub fn offset(&self, level: i32) -> Option<i64> {
         let idx = usize::try_from(level.checked_sub(1)?).ok()?;
-        self.shared.offsets.get(idx).map(|o| o.load(Ordering::SeqCst))
+        self.shared
+            .offsets
+            .get(idx)
+            .map(|o| o.load(Ordering::SeqCst))
     }
 
     /// Copies the in-memory offsets into the manager and writes `delayOffset.json`.
@@ -233,7 +263,10 @@ impl ScheduleMessageService {
             .spawn(move || shared.timer_loop())
             .map_err(|e| format!("cannot start the schedule thread: {e}"))?;
         *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-        tracing::info!(levels = self.shared.levels_ms.len(), "schedule message service started");
+        tracing::info!(
+            levels = self.shared.levels_ms.len(),
+            "schedule message service started"
+        );
         Ok(())
     }
 
@@ -271,7 +304,9 @@ enum Step {
 impl Shared {
     fn persist(&self) {
         for (i, o) in self.offsets.iter().enumerate() {
-            self.ctx.delay_offsets.update(i as i32 + 1, o.load(Ordering::SeqCst));
+            self.ctx
+                .delay_offsets
+                .update(i as i32 + 1, o.load(Ordering::SeqCst));
         }
         if let Err(e) = self.ctx.delay_offsets.persist() {
             tracing::error!("cannot persist delayOffset.json: {e}; progress since the last flush will be redelivered after a crash");
@@ -296,7 +331,12 @@ impl Shared {
                 self.persist();
                 next_flush = now + FLUSH_DELAY_OFFSET_INTERVAL_MS;
             }
-            let earliest = next_due.iter().copied().min().unwrap_or(now + POLL_INTERVAL_MS).min(next_flush);
+            let earliest = next_due
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(now + POLL_INTERVAL_MS)
+                .min(next_flush);
             let wait_ms = (earliest - self.clock.now_ms()).clamp(1, POLL_INTERVAL_MS);
             let (lock, cv) = &self.wake;
             let stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,8 +348,15 @@ impl Shared {
     }
 
     fn run_level(&self, level: i32, now_ms: i64) -> TurnOutcome {
-        let mut out = TurnOutcome { delivered: 0, skipped: 0, next_run_ms: now_ms + POLL_INTERVAL_MS };
-        let Some(idx) = usize::try_from(level - 1).ok().filter(|i| *i < self.offsets.len()) else {
+        let mut out = TurnOutcome {
+            delivered: 0,
+            skipped: 0,
+            next_run_ms: now_ms + POLL_INTERVAL_MS,
+        };
+        let Some(idx) = usize::try_from(level - 1)
+            .ok()
+            .filter(|i| *i < self.offsets.len())
+        else {
             return out;
         };
         let delay_ms = self.levels_ms[idx] as i64;
@@ -317,13 +364,29 @@ impl Shared {
         let store = &self.ctx.store;
         while out.delivered + out.skipped < MAX_DELIVER_PER_TURN {
             let offset = self.offsets[idx].load(Ordering::SeqCst);
-            let got = store.get_message(SCHEDULE_TOPIC, queue_id, offset, READ_BATCH_MSGS, READ_BATCH_BYTES, &AcceptAll);
+            let got = store.get_message(
+                SCHEDULE_TOPIC,
+                queue_id,
+                offset,
+                READ_BATCH_MSGS,
+                READ_BATCH_BYTES,
+                &AcceptAll,
+            );
             match got.status {
                 GetMessageStatus::Found => {}
                 GetMessageStatus::OffsetTooSmall | GetMessageStatus::OffsetOverflowBadly => {
                     // Expired files removed the head, or the store lost its tail: move into range.
-                    let corrected = if got.status == GetMessageStatus::OffsetTooSmall { got.min_offset } else { got.max_offset };
-                    tracing::warn!(level, offset, corrected, "schedule offset out of range; corrected");
+                    let corrected = if got.status == GetMessageStatus::OffsetTooSmall {
+                        got.min_offset
+                    } else {
+                        got.max_offset
+                    };
+                    tracing::warn!(
+                        level,
+                        offset,
+                        corrected,
+                        "schedule offset out of range; corrected"
+                    );
                     self.offsets[idx].store(corrected, Ordering::SeqCst);
                     return out;
                 }
@@ -336,11 +399,19 @@ impl Shared {
                 _ => return out,
             }
             for (i, rec) in got.messages.iter().enumerate() {
-                let unit_offset = got.message_queue_offsets.get(i).copied().unwrap_or(offset + i as i64);
+                let unit_offset = got
+                    .message_queue_offsets
+                    .get(i)
+                    .copied()
+                    .unwrap_or(offset + i as i64);
                 let decoded = match record::decode_record(rec, false) {
                     Ok(Decoded::Message(r)) => r,
                     _ => {
-                        tracing::error!(level, unit_offset, "unreadable record in the schedule queue; skipped");
+                        tracing::error!(
+                            level,
+                            unit_offset,
+                            "unreadable record in the schedule queue; skipped"
+                        );
                         self.offsets[idx].store(unit_offset + 1, Ordering::SeqCst);
                         out.skipped += 1;
                         continue;
@@ -377,13 +448,23 @@ impl Shared {
         let mut props = MessageProperties::parse_bytes(rec.properties);
         let (Some(real_topic), Some(real_qid)) = (
             props.get(keys::REAL_TOPIC).map(str::to_string),
-            props.get(keys::REAL_QID).and_then(|q| q.parse::<i32>().ok()),
+            props
+                .get(keys::REAL_QID)
+                .and_then(|q| q.parse::<i32>().ok()),
         ) else {
-            tracing::error!(level, offset = rec.queue_offset, "parked message without REAL_TOPIC/REAL_QID; skipped");
+            tracing::error!(
+                level,
+                offset = rec.queue_offset,
+                "parked message without REAL_TOPIC/REAL_QID; skipped"
+            );
             return Step::Skipped;
         };
         if real_topic == TRANS_HALF_TOPIC {
-            tracing::error!(level, offset = rec.queue_offset, "[BUG] a half message reached the schedule topic; dropped");
+            tracing::error!(
+                level,
+                offset = rec.queue_offset,
+                "[BUG] a half message reached the schedule topic; dropped"
+            );
             return Step::Skipped;
         }
         props.remove(keys::DELAY);
@@ -410,7 +491,11 @@ impl Shared {
         };
         let mut records = BytesMut::with_capacity(fields.encoded_size());
         if let Err(e) = record::encode_record(&fields, &mut records) {
-            tracing::error!(level, topic = real_topic, "parked message cannot be re-encoded ({e}); skipped");
+            tracing::error!(
+                level,
+                topic = real_topic,
+                "parked message cannot be re-encoded ({e}); skipped"
+            );
             return Step::Skipped;
         }
         let keys_prop = props.get(keys::KEYS).map(str::to_string);
@@ -433,11 +518,20 @@ impl Shared {
         match rx.recv_timeout(Duration::from_millis(PUT_TIMEOUT_MS)) {
             Ok(r) if r.status == PutMessageStatus::PutOk => Step::Delivered,
             Ok(r) => {
-                tracing::warn!(level, topic = real_topic, status = r.status.name(), "delayed message re-put refused; retrying");
+                tracing::warn!(
+                    level,
+                    topic = real_topic,
+                    status = r.status.name(),
+                    "delayed message re-put refused; retrying"
+                );
                 Step::Retry
             }
             Err(_) => {
-                tracing::warn!(level, topic = real_topic, "delayed message re-put got no answer in {PUT_TIMEOUT_MS} ms; retrying");
+                tracing::warn!(
+                    level,
+                    topic = real_topic,
+                    "delayed message re-put got no answer in {PUT_TIMEOUT_MS} ms; retrying"
+                );
                 Step::Retry
             }
         }
@@ -475,7 +569,9 @@ mod tests {
 
     fn parked_store_time(store: &MemStore, level: i32, offset: i64) -> i64 {
         let got = store.get_message(SCHEDULE_TOPIC, level - 1, offset, 1, 1 << 20, &AcceptAll);
-        let Ok(Decoded::Message(r)) = record::decode_record(&got.messages[0], false) else { panic!() };
+        let Ok(Decoded::Message(r)) = record::decode_record(&got.messages[0], false) else {
+            panic!()
+        };
         r.store_timestamp_ms
     }
 
@@ -503,7 +599,14 @@ mod tests {
     fn put_hook_parks_and_clamps() {
         let mut p = MessageProperties::parse("DELAY\u{1}40\u{2}");
         let parked = park_delayed(&mut p, "TopicA", 3, 40, 18).unwrap();
-        assert_eq!(parked, Parked { level: 18, topic: SCHEDULE_TOPIC.into(), queue_id: 17 });
+        assert_eq!(
+            parked,
+            Parked {
+                level: 18,
+                topic: SCHEDULE_TOPIC.into(),
+                queue_id: 17
+            }
+        );
         assert_eq!(p.get("DELAY"), Some("18"));
         assert_eq!(p.get("REAL_TOPIC"), Some("TopicA"));
         assert_eq!(p.get("REAL_QID"), Some("3"));
@@ -534,7 +637,9 @@ mod tests {
         assert_eq!(svc.offset(3), Some(2));
         let got = store.get_message("TopicA", 1, 0, 10, 1 << 20, &AcceptAll);
         assert_eq!(got.messages.len(), 2);
-        let Ok(Decoded::Message(r)) = record::decode_record(&got.messages[0], true) else { panic!() };
+        let Ok(Decoded::Message(r)) = record::decode_record(&got.messages[0], true) else {
+            panic!()
+        };
         assert_eq!(r.body, b"m0");
         assert_eq!(r.queue_id, 1);
         let props = std::str::from_utf8(r.properties).unwrap();
@@ -557,7 +662,11 @@ mod tests {
         store.force_put_status(Some(PutMessageStatus::OsPageCacheBusy));
         let out = svc.deliver_due(1, t + 1000);
         assert_eq!(out.delivered, 0);
-        assert_eq!(svc.offset(1), Some(0), "no progress past an undelivered message");
+        assert_eq!(
+            svc.offset(1),
+            Some(0),
+            "no progress past an undelivered message"
+        );
         store.force_put_status(None);
         assert_eq!(svc.deliver_due(1, t + 1000).delivered, 1);
         assert_eq!(svc.offset(1), Some(1));
@@ -565,14 +674,19 @@ mod tests {
 
     #[test]
     fn progress_survives_restart_without_loss_or_early_delivery() {
-        let dir = std::env::temp_dir().join(format!("ringmq-schedule-{}-{:?}", std::process::id(), std::thread::current().id()));
+        let dir = std::env::temp_dir().join(format!(
+            "ringmq-schedule-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let store = Arc::new(MemStore::new());
         let make_ctx = || {
             let config = BrokerConfig::default();
             let topics = crate::metadata::topic_config::TopicConfigManager::new(&config, None);
-            let groups = crate::metadata::subscription_group::SubscriptionGroupManager::new(&config, None);
+            let groups =
+                crate::metadata::subscription_group::SubscriptionGroupManager::new(&config, None);
             let delay = crate::metadata::delay_offset::DelayOffsetManager::load(&dir).unwrap();
             BrokerContext::new(
                 config,
@@ -606,7 +720,11 @@ mod tests {
         assert_eq!(svc2.offset(2), Some(done));
         assert_eq!(svc2.deliver_due(2, t1 + 4_999).delivered, 0, "never early");
         svc2.deliver_due(2, t1 + 5_000);
-        assert_eq!(store.max_offset_in_queue("TopicC", 1), 2, "each message exactly once");
+        assert_eq!(
+            store.max_offset_in_queue("TopicC", 1),
+            2,
+            "each message exactly once"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -619,7 +737,11 @@ mod tests {
         let svc = ScheduleMessageService::with_clock(ctx.clone(), clock.clone());
         svc.start().unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(store.max_offset_in_queue("TopicD", 1), 0, "clock frozen before the due time");
+        assert_eq!(
+            store.max_offset_in_queue("TopicD", 1),
+            0,
+            "clock frozen before the due time"
+        );
         clock.0.store(t + FIRST_DELAY_MS + 1000, Ordering::SeqCst);
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while store.max_offset_in_queue("TopicD", 1) == 0 && std::time::Instant::now() < deadline {
@@ -627,8 +749,15 @@ mod tests {
         }
         svc.stop();
         assert_eq!(store.max_offset_in_queue("TopicD", 1), 1);
-        assert_eq!(ctx.delay_offsets.offset(1), Some(1), "stop persisted the progress");
-        let slave = BrokerConfig { broker_id: 1, ..BrokerConfig::default() };
+        assert_eq!(
+            ctx.delay_offsets.offset(1),
+            Some(1),
+            "stop persisted the progress"
+        );
+        let slave = BrokerConfig {
+            broker_id: 1,
+            ..BrokerConfig::default()
+        };
         let (sctx, _) = test_context(slave);
         assert!(ScheduleMessageService::new(sctx).start().is_err());
     }

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,7 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn config(dir: &PathBuf, namesrv: Option<String>) -> BrokerConfig {
+fn config(dir: &Path, namesrv: Option<String>) -> BrokerConfig {
     let text = format!(
         "brokerName=broker-it\nlistenPort=0\nbindAddress=127.0.0.1\nbrokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n\
          storePathRootDir={}\nmappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=60000\n\
@@ -165,6 +165,31 @@ fn pull(
         r.ext_fields.insert(k, v);
     }
     r
+}
+
+/// Waits (bounded) until the queue's max offset reaches `at_least` (dispatch caught up).
+fn wait_max_offset(c: &mut Client, topic: &str, queue_id: i32, at_least: i64) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let r = c.call(
+            RemotingCommand::request(30, 0)
+                .with_ext("topic", topic)
+                .with_ext("queueId", queue_id.to_string()),
+        );
+        let max: i64 = r
+            .ext_fields
+            .get("offset")
+            .and_then(|o| o.parse().ok())
+            .unwrap_or(-1);
+        if max >= at_least {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "queue {topic}/{queue_id} stuck at max offset {max}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Pulls until the message is visible (dispatch runs just after the append), bounded.
@@ -262,6 +287,7 @@ fn long_poll_wakes_on_arrival() {
     let addr = broker.local_addr();
     let mut producer = Client::connect(addr);
     assert_eq!(producer.call(send("TopicLP", 0, "", b"first")).code, 0);
+    wait_max_offset(&mut producer, "TopicLP", 0, 1);
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
         let mut consumer = Client::connect(addr);

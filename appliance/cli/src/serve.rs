@@ -67,8 +67,19 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 
 fn load_namesrv_config(flags: &ServeFlags) -> Result<NamesrvConfig, String> {
     let text = read_config_text(flags.config_file.as_deref())?;
-    let (config, unknown) = NamesrvConfig::from_properties_text(&text);
-    report_unknown_keys("namesrv.conf", &unknown);
+    let load = NamesrvConfig::load(&text).map_err(|e| {
+        let file = flags.config_file.as_deref().unwrap_or(Path::new("namesrv.conf"));
+        format!("{} is not a valid properties file: {e}", file.display())
+    })?;
+    report_unknown_keys("namesrv.conf", &load.unknown_keys);
+    for problem in &load.invalid_values {
+        tracing::warn!("namesrv.conf: {problem}; keeping the default");
+    }
+    let mut config = load.config;
+    if let Some(file) = &flags.config_file {
+        // As mqnamesrv: UPDATE_NAMESRV_CONFIG writes back to the file given with -c.
+        config.config_store_path = file.display().to_string();
+    }
     Ok(config)
 }
 
@@ -160,8 +171,9 @@ pub fn up(args: &[String]) -> ExitCode {
         Err(e) => return fail(e),
     };
     let namesrv_text = format!(
-        "listenPort={namesrv_port}\nkvConfigPath={}\n",
-        data_dir.join("namesrv/kvConfig.json").display()
+        "listenPort={namesrv_port}\nkvConfigPath={}\nconfigStorePath={}\n",
+        data_dir.join("namesrv/kvConfig.json").display(),
+        data_dir.join("namesrv/namesrv.properties").display()
     );
     let broker_text = format!(
         "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
@@ -259,6 +271,18 @@ fn probe(addr: SocketAddr) -> bool {
     false
 }
 
+/// `ringmq bench producer|consumer|e2e ...`; `args[0]` is the program name, as clap wants.
 pub fn bench(args: &[String]) -> ExitCode {
-    ringmq_client::bench::main(&args[1..])
+    use clap::Parser;
+    let bench_args = match ringmq_client::bench::BenchArgs::try_parse_from(args) {
+        Ok(bench_args) => bench_args,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    match ringmq_client::bench::run_bench(bench_args) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(format!("bench failed: {e}")),
+    }
 }

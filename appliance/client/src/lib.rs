@@ -5,8 +5,16 @@
 //! - [`transport`]: pooled, pipelined connections on compio (the servers' runtime): requests
 //!   matched by opaque, per-request timeouts, oneway, bounded in-flight window, reconnection,
 //!   server-initiated requests.
-//! - [`blocking`]: `block_on` for single-threaded callers and [`BlockingClient`], a client
-//!   on a background runtime thread for everyone else.
+//! - [`route`]: name-server routes (lenient TopicRouteData), publish/subscribe queue lists,
+//!   per-topic cache with TTL refresh.
+//! - [`producer`]: sync/async/oneway/batch sends (`SEND_MESSAGE_V2` / `SEND_BATCH_MESSAGE`),
+//!   queue selectors, `UNIQ_KEY` ids, retry on another broker.
+//! - [`consumer`]: explicit pull API (long polling, offsets, send-back) and a push consumer
+//!   (heartbeat, average-allocation rebalance, offset commits, retry send-back).
+//! - [`admin`]: typed `mqadmin`-style calls to name servers and brokers.
+//! - [`bench`]: the `ringmq bench` load generator ([`run_bench`], [`BenchArgs`]).
+//! - [`blocking`]: `block_on` for single-threaded callers and [`Blocking`] /
+//!   [`BlockingClient`], client state on a background runtime thread for everyone else.
 //!
 //! All async types are bound to the compio runtime thread that created them (`!Send`).
 
@@ -22,7 +30,7 @@ pub mod transport;
 
 pub use admin::{Admin, ConsumeStats, TopicSpec, TopicStats};
 pub use bench::{run_bench, BenchArgs, BenchMode, BenchSummary, SendMode};
-pub use blocking::{block_on, BlockingClient};
+pub use blocking::{block_on, Blocking, BlockingClient};
 pub use consumer::{
     ConsumeFrom, ConsumeResult, MessageListener, PullConsumer, PullConsumerConfig, PullOptions,
     PullResult, PullStatus, PushConsumer, PushConsumerConfig,

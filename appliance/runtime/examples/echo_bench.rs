@@ -2,8 +2,10 @@
 //! server (pinned compio cores on io_uring) against a plain thread-per-connection blocking
 //! server, under the same client load (N connections x pipeline depth), in one run.
 //!
-//! Both servers decode frames with the same `FrameDecoder`, answer every request with an
-//! echo of its body and batch their writes per read, so the difference is the runtime.
+//! The client is N connections driven by a few compio (io_uring) client threads, so client
+//! overhead stays small and identical for both servers. Both servers decode frames with
+//! the same `FrameDecoder`, answer every request with an echo of its body and batch their
+//! writes per read, so the difference is the runtime.
 //! Also reported: server CPU seconds (from /proc, per thread) and messages per server
 //! CPU-second, which is the per-core efficiency that matters on a loaded broker.
 //!
@@ -18,7 +20,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, SerializeType};
-use ringmq_runtime::{cores, CoreMap, Reply, RequestContext, RequestHandler, Server, ServerConfig};
+use ringmq_runtime::{
+    cores, CoreMap, Reply, RequestContext, RequestHandler, Server, ServerConfig, ServerTuning,
+};
 
 #[global_allocator]
 static GLOBAL: ringmq_runtime::MiMalloc = ringmq_runtime::MiMalloc;
@@ -36,12 +40,17 @@ struct Args {
     json: bool,
     network_cores: Vec<usize>,
     only: Option<String>,
+    rounds: usize,
+    defer_taskrun: bool,
+    client_threads: usize,
 }
 
 fn usage() -> ! {
     eprintln!(
         "echo_bench [--conns N=16] [--depth D=32] [--secs S=5] [--warmup S=1] [--body BYTES=64] \
-         [--json] [--cores LIST (default: CoreMap::detect().network)] [--only ringmq|baseline]"
+         [--json] [--cores LIST (default: CoreMap::detect().network)] [--only ringmq|baseline] \
+         [--rounds R=2 (alternating order, to cancel drift from other load)] [--defer-taskrun] \
+         [--client-threads T=2 (compio client runtimes sharing the connections)]"
     );
     std::process::exit(2)
 }
@@ -56,6 +65,9 @@ fn parse_args() -> Args {
         json: false,
         network_cores: CoreMap::detect().network,
         only: None,
+        rounds: 2,
+        defer_taskrun: false,
+        client_threads: 2,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,14 +79,17 @@ fn parse_args() -> Args {
             "--warmup" => a.warmup_secs = value().parse().unwrap_or_else(|_| usage()),
             "--body" => a.body_bytes = value().parse().unwrap_or_else(|_| usage()),
             "--json" => a.json = true,
+            "--defer-taskrun" => a.defer_taskrun = true,
+            "--client-threads" => a.client_threads = value().parse().unwrap_or_else(|_| usage()),
             "--cores" => {
                 a.network_cores = cores::parse_core_list(&value()).unwrap_or_else(|_| usage())
             }
             "--only" => a.only = Some(value()),
+            "--rounds" => a.rounds = value().parse().unwrap_or_else(|_| usage()),
             _ => usage(),
         }
     }
-    if a.conns == 0 || a.depth == 0 || a.secs == 0 {
+    if a.conns == 0 || a.depth == 0 || a.secs == 0 || a.rounds == 0 || a.client_threads == 0 {
         usage();
     }
     a
@@ -140,8 +155,9 @@ struct ClientResult {
     hist: Histogram<u64>,
 }
 
-/// One pipelined connection: keeps `depth` requests outstanding until `stop`.
-fn run_client(
+/// One pipelined connection (a compio task): keeps `depth` requests outstanding until
+/// `stop`, then collects the answers still in flight.
+async fn run_conn(
     addr: SocketAddr,
     depth: usize,
     body: Bytes,
@@ -149,11 +165,12 @@ fn run_client(
     measure_from: Instant,
     stop: Arc<AtomicBool>,
 ) -> ClientResult {
-    let mut stream = TcpStream::connect(addr).expect("client connect");
+    use compio::buf::{IntoInner, IoBufMut};
+    use compio::io::{AsyncRead, AsyncWriteExt};
+    let mut stream = compio::net::TcpStream::connect(addr)
+        .await
+        .expect("client connect");
     stream.set_nodelay(true).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
     let decoder = FrameDecoder::default();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     let mut count = 0u64;
@@ -162,7 +179,6 @@ fn run_client(
     let mut next_opaque = 0i32;
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let send = |out: &mut BytesMut, sent_at: &mut Vec<Instant>, next: &mut i32| {
         let mut req = RemotingCommand::request(ECHO_CODE, *next).with_body(body.clone());
         req.serialize_type = st;
@@ -173,16 +189,25 @@ fn run_client(
     for _ in 0..depth {
         send(&mut out, &mut sent_at, &mut next_opaque);
     }
-    stream.write_all(&out).unwrap();
-    out.clear();
     let mut outstanding = depth;
-    while outstanding > 0 {
-        let n = match stream.read(&mut chunk) {
+    loop {
+        if !out.is_empty() {
+            let compio::BufResult(res, back) = stream.write_all(out).await;
+            res.expect("client write");
+            out = back;
+            out.clear();
+        }
+        if outstanding == 0 {
+            break;
+        }
+        rbuf.reserve(READ_CHUNK_BYTES);
+        let compio::BufResult(res, back) = stream.read(rbuf.uninit()).await;
+        rbuf = back.into_inner();
+        match res {
             Ok(0) => panic!("server closed the connection"),
-            Ok(n) => n,
+            Ok(_) => {}
             Err(e) => panic!("client read failed: {e}"),
-        };
-        rbuf.extend_from_slice(&chunk[..n]);
+        }
         let stopping = stop.load(Ordering::Relaxed);
         while let Some(resp) = decoder.decode(&mut rbuf).expect("bad response frame") {
             let now = Instant::now();
@@ -197,38 +222,96 @@ fn run_client(
                 outstanding += 1;
             }
         }
-        if !out.is_empty() {
-            stream.write_all(&out).unwrap();
-            out.clear();
-        }
     }
     ClientResult { count, hist }
 }
 
-/// utime + stime of this process's threads whose name starts with `prefix`, in seconds.
-fn thread_cpu_secs(prefix: &str) -> f64 {
-    // SAFETY: sysconf has no pointer arguments.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let mut total = 0u64;
+/// A client thread: its own compio runtime driving `conns` connections.
+fn run_client_thread(
+    conns: usize,
+    addr: SocketAddr,
+    depth: usize,
+    body: Bytes,
+    st: SerializeType,
+    measure_from: Instant,
+    stop: Arc<AtomicBool>,
+) -> ClientResult {
+    let rt = compio::runtime::Runtime::new().expect("client io_uring runtime");
+    rt.block_on(async move {
+        let tasks: Vec<_> = (0..conns)
+            .map(|_| {
+                compio::runtime::spawn(run_conn(
+                    addr,
+                    depth,
+                    body.clone(),
+                    st,
+                    measure_from,
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        let mut total = ClientResult {
+            count: 0,
+            hist: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+        };
+        for t in tasks {
+            let r = t.await.expect("client connection task");
+            total.count += r.count;
+            total.hist.add(&r.hist).unwrap();
+        }
+        total
+    })
+}
+
+/// utime + stime (clock ticks) of each live thread of this process whose name starts with
+/// `prefix`, by thread id.
+fn thread_cpu_ticks(prefix: &str) -> std::collections::HashMap<u64, u64> {
+    let mut ticks = std::collections::HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return f64::NAN;
+        return ticks;
     };
     for entry in dir.flatten() {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u64>().ok())
+        else {
+            continue;
+        };
         let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
         if !comm.trim_end().starts_with(prefix) {
             continue;
         }
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // Fields after the ")" that closes comm: state is field 3; utime/stime are 14/15.
-        if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+        // After the ")" closing comm come fields 3.. (state first); utime and stime are
+        // fields 14 and 15.
+        if let Some((_, rest)) = stat.rsplit_once(')') {
             let fields: Vec<&str> = rest.split_whitespace().collect();
             let utime: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0);
             let stime: u64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-            total += utime + stime;
+            ticks.insert(tid, utime + stime);
         }
     }
-    total as f64 / ticks
+    ticks
 }
+
+/// CPU seconds used between two snapshots by threads alive in both (threads of an earlier
+/// round that exit meanwhile must not count negative).
+fn cpu_secs_between(
+    before: &std::collections::HashMap<u64, u64>,
+    after: &std::collections::HashMap<u64, u64>,
+) -> f64 {
+    // SAFETY: sysconf has no pointer arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let ticks: u64 = after
+        .iter()
+        .filter_map(|(tid, t)| before.get(tid).map(|b| t.saturating_sub(*b)))
+        .sum();
+    ticks as f64 / hz
+}
+
+/// (stalls, loop iterations, eventfd wake-ups) of the ringmq cores.
+type LoopCounters = (u64, u64, u64);
 
 struct Outcome {
     name: &'static str,
@@ -249,23 +332,26 @@ fn load(name: &'static str, addr: SocketAddr, args: &Args, cpu_prefix: &str) -> 
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let measure_from = start + Duration::from_secs(args.warmup_secs);
-    let clients: Vec<_> = (0..args.conns)
+    let threads = args.client_threads.min(args.conns);
+    let clients: Vec<_> = (0..threads)
         .map(|i| {
             let (body, stop) = (body.clone(), stop.clone());
             let depth = args.depth;
+            // Spread connections evenly over the client threads.
+            let conns = args.conns / threads + usize::from(i < args.conns % threads);
             std::thread::Builder::new()
                 .name(format!("client-{i}"))
-                .spawn(move || run_client(addr, depth, body, st, measure_from, stop))
+                .spawn(move || run_client_thread(conns, addr, depth, body, st, measure_from, stop))
                 .unwrap()
         })
         .collect();
     std::thread::sleep(measure_from.saturating_duration_since(Instant::now()));
-    let cpu_before = thread_cpu_secs(cpu_prefix);
+    let cpu_before = thread_cpu_ticks(cpu_prefix);
     let measured_start = Instant::now();
     std::thread::sleep(Duration::from_secs(args.secs));
     stop.store(true, Ordering::Relaxed);
     let measured = measured_start.elapsed().as_secs_f64();
-    let cpu = thread_cpu_secs(cpu_prefix) - cpu_before;
+    let cpu = cpu_secs_between(&cpu_before, &thread_cpu_ticks(cpu_prefix));
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     let mut count = 0;
     for c in clients {
@@ -291,6 +377,32 @@ fn print_row(o: &Outcome, secs: u64) {
     );
 }
 
+fn bench_ringmq(args: &Args) -> (Outcome, Option<LoopCounters>) {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), "echo");
+    cfg.network_cores = args.network_cores.clone();
+    let tuning = ServerTuning {
+        io_uring_defer_taskrun: args.defer_taskrun,
+        ..ServerTuning::default()
+    };
+    let server =
+        Server::start_with(cfg, tuning, Arc::new(EchoHandler)).expect("start ringmq server");
+    let o = load("ringmq", server.local_addr(), args, "echo-net-");
+    let stats = server.stats();
+    let stalls: u64 = stats.iter().map(|s| s.loop_stats.stalls).sum();
+    let iterations: u64 = stats.iter().map(|s| s.loop_stats.iterations).sum();
+    let wakeups: u64 = stats.iter().map(|s| s.wakeups).sum();
+    server.shutdown();
+    (o, Some((stalls, iterations, wakeups)))
+}
+
+fn bench_baseline(args: &Args) -> (Outcome, Option<LoopCounters>) {
+    let (addr, stop) = start_baseline();
+    let o = load("baseline", addr, args, "base-");
+    stop.store(true, Ordering::Relaxed);
+    let _ = TcpStream::connect(addr); // unblock the acceptor so it sees `stop`
+    (o, None)
+}
+
 fn main() {
     let args = parse_args();
     println!(
@@ -307,25 +419,22 @@ fn main() {
     let run_ringmq = args.only.as_deref() != Some("baseline");
     let run_baseline = args.only.as_deref() != Some("ringmq");
 
-    let mut results = Vec::new();
-    if run_ringmq {
-        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), "echo");
-        cfg.network_cores = args.network_cores.clone();
-        let server = Server::start(cfg, Arc::new(EchoHandler)).expect("start ringmq server");
-        let o = load("ringmq", server.local_addr(), &args, "echo-net-");
-        let stats = server.stats();
-        let stalls: u64 = stats.iter().map(|s| s.loop_stats.stalls).sum();
-        let iterations: u64 = stats.iter().map(|s| s.loop_stats.iterations).sum();
-        let wakeups: u64 = stats.iter().map(|s| s.wakeups).sum();
-        server.shutdown();
-        results.push((o, Some((stalls, iterations, wakeups))));
-    }
-    if run_baseline {
-        let (addr, stop) = start_baseline();
-        let o = load("baseline", addr, &args, "base-");
-        stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(addr); // unblock the acceptor so it sees `stop`
-        results.push((o, None));
+    let mut results: Vec<(Outcome, Option<LoopCounters>)> = Vec::new();
+    for round in 0..args.rounds {
+        // Alternate which server goes first, so slow drift in background load does not
+        // always favour the same one.
+        let order: [bool; 2] = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for ringmq_turn in order {
+            if ringmq_turn && run_ringmq {
+                results.push(bench_ringmq(&args));
+            } else if !ringmq_turn && run_baseline {
+                results.push(bench_baseline(&args));
+            }
+        }
     }
 
     println!(
@@ -344,14 +453,35 @@ fn main() {
             );
         }
     }
-    if let [(r, _), (b, _)] = &results[..] {
+    let mean = |name: &str| -> Option<Outcome> {
+        let rows: Vec<&Outcome> = results
+            .iter()
+            .map(|(o, _)| o)
+            .filter(|o| o.name == name)
+            .collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let n = rows.len() as f64;
+        let avg = |f: &dyn Fn(&Outcome) -> f64| rows.iter().map(|o| f(o)).sum::<f64>() / n;
+        Some(Outcome {
+            name: rows[0].name,
+            msgs_per_sec: avg(&|o| o.msgs_per_sec),
+            p50_us: avg(&|o| o.p50_us as f64) as u64,
+            p99_us: avg(&|o| o.p99_us as f64) as u64,
+            p999_us: avg(&|o| o.p999_us as f64) as u64,
+            server_cpu_secs: avg(&|o| o.server_cpu_secs),
+        })
+    };
+    if let (Some(r), Some(b)) = (mean("ringmq"), mean("baseline")) {
         let eff = |o: &Outcome| o.msgs_per_sec / o.server_cpu_secs;
         println!(
-            "ratio ringmq/baseline: throughput {:.2}x, p50 {:.2}x, p99 {:.2}x, msgs per server cpu-second {:.2}x",
+            "ratio ringmq/baseline (mean of {} rounds): throughput {:.2}x, p50 {:.2}x, p99 {:.2}x, msgs per server cpu-second {:.2}x",
+            args.rounds,
             r.msgs_per_sec / b.msgs_per_sec,
             r.p50_us as f64 / b.p50_us.max(1) as f64,
             r.p99_us as f64 / b.p99_us.max(1) as f64,
-            eff(r) / eff(b)
+            eff(&r) / eff(&b)
         );
     }
 }

@@ -348,7 +348,9 @@ pub struct ServerTuning {
     /// it (a client that does not read cannot make the server buffer without bound);
     /// reading resumes below half of it.
     pub max_output_bytes_per_connection: usize,
-    /// Minimum free space offered to each socket read.
+    /// Largest free space offered to one socket read when the connection is busy (reads
+    /// start at 4 KiB and grow while they fill up); a whole frame is always offered once
+    /// its length is known.
     pub read_chunk_bytes: usize,
     /// How long `shutdown` waits for deferred answers before failing them.
     pub drain_timeout_ms: u64,
@@ -356,6 +358,10 @@ pub struct ServerTuning {
     pub max_queued_sends_per_core: usize,
     /// Submission-queue entries of each core's io_uring.
     pub io_uring_entries: u32,
+    /// `IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN` (kernel 6.1+): completions are
+    /// processed only when the core enters the kernel to wait, instead of interrupting it.
+    /// When false, `COOP_TASKRUN` is used.
+    pub io_uring_defer_taskrun: bool,
     /// A core loop iteration busy longer than this counts as a stall.
     pub stall_threshold: Duration,
     /// TCP listen backlog (Java's `serverSocketBacklog` default, 1024).
@@ -370,6 +376,7 @@ impl Default for ServerTuning {
             drain_timeout_ms: 5_000,
             max_queued_sends_per_core: 16_384,
             io_uring_entries: 1024,
+            io_uring_defer_taskrun: false,
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             listen_backlog: 1024,
         }

@@ -809,3 +809,22 @@ fn stall_counter_and_core_handles() {
     );
     server.shutdown();
 }
+
+#[test]
+fn io_uring_setup_failure_is_an_error_naming_the_cause() {
+    init_tracing();
+    let handler = TestHandler::new(100);
+    // Zero submission entries makes io_uring_setup(2) fail with EINVAL on every kernel.
+    let tuning = ServerTuning {
+        io_uring_entries: 0,
+        ..ServerTuning::default()
+    };
+    let err = Server::start_with(config("no-ring"), tuning, handler)
+        .expect_err("a ring with 0 entries cannot start");
+    let text = err.to_string();
+    assert!(text.contains("io_uring setup failed"), "{text}");
+    assert!(
+        text.contains("no-ring"),
+        "the error names the server: {text}"
+    );
+}

@@ -337,14 +337,8 @@ impl MessageStore {
         let ring = if direct {
             let ring = Arc::new(DirectRing::new(config.direct_write_ring_size_bytes)?);
             let process = recovered.process_offset;
-            if let Some(seg) = log
-                .segment_for(process.saturating_sub(1))
-                .filter(|s| s.contains(process) || process % file_size == 0)
-            {
-                if seg.contains(process) {
-                    ring.load_from_segment(&seg, process / OS_PAGE_SIZE * OS_PAGE_SIZE, process);
-                }
-            } else if let Some(seg) = log.segment_for(process) {
+            // The partial last page must be in the ring: flushes rewrite whole pages.
+            if let Some(seg) = log.segment_for(process) {
                 ring.load_from_segment(&seg, process / OS_PAGE_SIZE * OS_PAGE_SIZE, process);
             }
             log.set_ring(Arc::clone(&ring));

@@ -361,6 +361,9 @@ def topic_config(name: str, queues: int = 4, perm: int = 6, read_queues: Optiona
             "writeQueueNums": queues}
 
 
+_REGISTRATION_CONNECTIONS: List["RemotingClient"] = []
+
+
 def register_broker_body(topics: Iterable[Dict[str, Any]], counter: int = 1,
                          timestamp_ms: Optional[int] = None) -> bytes:
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
@@ -382,7 +385,13 @@ def register_broker(namesrv_addr: str, *, cluster: str, broker_name: str, broker
                     topics: Iterable[Dict[str, Any]], broker_id: int = 0,
                     ha_addr: Optional[str] = None, timeout: float = 5.0) -> Frame:
     """Send REGISTER_BROKER (103) the way a Java 5.x master does. Raises unless code 0."""
-    body = register_broker_body(list(topics))
+    topics = list(topics)
+    if len(topics) <= 1:
+        # A 5.x namesrv refuses a one-topic table from a broker id it has not seen yet
+        # (that shape means "register this single topic"); a real broker's first
+        # registration always carries its system topics too.
+        topics.append(topic_config("SELF_TEST_TOPIC", queues=1))
+    body = register_broker_body(topics)
     host, port = parse_addr(broker_addr)
     ext = {
         "brokerAddr": broker_addr, "brokerId": str(broker_id), "brokerName": broker_name,
@@ -390,8 +399,11 @@ def register_broker(namesrv_addr: str, *, cluster: str, broker_name: str, broker
         "compressed": "false", "enableActingMaster": "false",
         "haServerAddr": ha_addr or f"{host}:{port + 1}", "heartbeatTimeoutMillis": "120000",
     }
-    with RemotingClient(namesrv_addr, timeout=timeout) as c:
-        resp = c.request(REGISTER_BROKER, ext, body)
+    # The connection stays open for the life of the process: a namesrv drops a broker's
+    # routes when the connection it registered on closes, exactly as Java's does.
+    c = RemotingClient(namesrv_addr, timeout=timeout)
+    _REGISTRATION_CONNECTIONS.append(c)
+    resp = c.request(REGISTER_BROKER, ext, body)
     if resp.code != SUCCESS:
         raise ProtocolError(f"REGISTER_BROKER answered code {resp.code} remark {resp.remark!r}")
     return resp

@@ -46,14 +46,21 @@ pub struct Sql92Error {
 
 impl fmt::Display for Sql92Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SQL92 expression invalid at byte {}: {}", self.position, self.message)
+        write!(
+            f,
+            "SQL92 expression invalid at byte {}: {}",
+            self.position, self.message
+        )
     }
 }
 
 impl std::error::Error for Sql92Error {}
 
 fn err<T>(position: usize, message: impl Into<String>) -> Result<T, Sql92Error> {
-    Err(Sql92Error { position, message: message.into() })
+    Err(Sql92Error {
+        position,
+        message: message.into(),
+    })
 }
 
 // ------------------------------------------------------------------------------------------
@@ -165,11 +172,15 @@ fn tokenize(text: &str) -> Result<Vec<(Tok, usize)>, Sql92Error> {
                 i = end;
             }
             b'a'..=b'z' | b'A'..=b'Z' | b'_' | b'$' => {
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$') {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$')
+                {
                     i += 1;
                 }
                 let word = &text[start..i];
-                out.push((keyword(word).unwrap_or_else(|| Tok::Ident(word.to_string())), start));
+                out.push((
+                    keyword(word).unwrap_or_else(|| Tok::Ident(word.to_string())),
+                    start,
+                ));
             }
             b'=' => {
                 out.push((Tok::Eq, i));
@@ -312,8 +323,17 @@ enum Expr {
     Or(Vec<Expr>),
     Equal(Box<Expr>, Box<Expr>),
     Compare(CmpOp, Box<Expr>, Box<Expr>),
-    In { prop: String, list: Vec<String>, negated: bool },
-    Str { op: StrOp, operand: Box<Expr>, search: String, negated: bool },
+    In {
+        prop: String,
+        list: Vec<String>,
+        negated: bool,
+    },
+    Str {
+        op: StrOp,
+        operand: Box<Expr>,
+        search: String,
+        negated: bool,
+    },
 }
 
 impl Expr {
@@ -369,7 +389,10 @@ impl<'a> Parser<'a> {
         if self.eat(t) {
             Ok(())
         } else {
-            err(self.offset(), format!("expected {what}, found {}", self.describe()))
+            err(
+                self.offset(),
+                format!("expected {what}, found {}", self.describe()),
+            )
         }
     }
     fn describe(&self) -> String {
@@ -381,7 +404,10 @@ impl<'a> Parser<'a> {
 
     fn node(&self, expr: Expr, depth: usize) -> Result<Node, Sql92Error> {
         if depth > MAX_NESTING_DEPTH {
-            return err(self.offset(), format!("expression nests deeper than {MAX_NESTING_DEPTH} levels"));
+            return err(
+                self.offset(),
+                format!("expression nests deeper than {MAX_NESTING_DEPTH} levels"),
+            );
         }
         Ok(Node { expr, depth })
     }
@@ -389,14 +415,20 @@ impl<'a> Parser<'a> {
     fn enter(&mut self) -> Result<(), Sql92Error> {
         self.descent += 1;
         if self.descent > MAX_NESTING_DEPTH {
-            return err(self.offset(), format!("expression nests deeper than {MAX_NESTING_DEPTH} levels"));
+            return err(
+                self.offset(),
+                format!("expression nests deeper than {MAX_NESTING_DEPTH} levels"),
+            );
         }
         Ok(())
     }
 
     fn as_boolean(&self, n: Node, at: usize) -> Result<Node, Sql92Error> {
         match n.expr {
-            e if e.is_boolean() => Ok(Node { expr: e, depth: n.depth }),
+            e if e.is_boolean() => Ok(Node {
+                expr: e,
+                depth: n.depth,
+            }),
             Expr::Prop(name) => self.node(Expr::BoolCast(Box::new(Expr::Prop(name))), n.depth + 1),
             _ => err(at, "expression will not result in a boolean value"),
         }
@@ -452,7 +484,10 @@ impl<'a> Parser<'a> {
                     check_equal_operand(&right.expr, at)?;
                     if let (Expr::Const(_), Expr::Const(_)) = (&left.expr, &right.expr) {
                         if left.expr.is_boolean() && !right.expr.is_boolean() {
-                            return err(at, "a boolean literal cannot be compared with a non-boolean literal");
+                            return err(
+                                at,
+                                "a boolean literal cannot be compared with a non-boolean literal",
+                            );
                         }
                     }
                     let depth = left.depth.max(right.depth) + 1;
@@ -485,9 +520,16 @@ impl<'a> Parser<'a> {
         loop {
             let at = self.offset();
             let (negated, tok) = match (self.peek(), self.peek2()) {
-                (Some(Tok::Not), Some(t @ (Tok::Contains | Tok::StartsWith | Tok::EndsWith | Tok::Between | Tok::In))) => {
-                    (true, t)
-                }
+                (
+                    Some(Tok::Not),
+                    Some(
+                        t @ (Tok::Contains
+                        | Tok::StartsWith
+                        | Tok::EndsWith
+                        | Tok::Between
+                        | Tok::In),
+                    ),
+                ) => (true, t),
                 (Some(t), _) => (false, t),
                 (None, _) => return Ok(left),
             };
@@ -504,7 +546,10 @@ impl<'a> Parser<'a> {
                     check_less_than_operand(&left.expr, at)?;
                     check_less_than_operand(&right.expr, at)?;
                     let depth = left.depth.max(right.depth) + 1;
-                    left = self.node(Expr::Compare(op, Box::new(left.expr), Box::new(right.expr)), depth)?;
+                    left = self.node(
+                        Expr::Compare(op, Box::new(left.expr), Box::new(right.expr)),
+                        depth,
+                    )?;
                 }
                 Tok::Contains | Tok::StartsWith | Tok::EndsWith => {
                     self.pos += if negated { 2 } else { 1 };
@@ -515,7 +560,15 @@ impl<'a> Parser<'a> {
                     };
                     let search = self.string_literal()?;
                     let depth = left.depth + 1;
-                    left = self.node(Expr::Str { op, operand: Box::new(left.expr), search, negated }, depth)?;
+                    left = self.node(
+                        Expr::Str {
+                            op,
+                            operand: Box::new(left.expr),
+                            search,
+                            negated,
+                        },
+                        depth,
+                    )?;
                 }
                 Tok::Between => {
                     self.pos += if negated { 2 } else { 1 };
@@ -527,11 +580,14 @@ impl<'a> Parser<'a> {
                             return err(at, "BETWEEN bounds cannot be NULL");
                         }
                         match java_compare(val_of(h), val_of(l)) {
-                            Ok(o) if o == Ordering::Less => {
-                                return err(at, "BETWEEN lower bound must be less than or equal to the upper bound")
-                            }
+                            Ok(Ordering::Less) => return err(
+                                at,
+                                "BETWEEN lower bound must be less than or equal to the upper bound",
+                            ),
                             Ok(_) => {}
-                            Err(e) => return err(at, format!("BETWEEN bounds are not comparable: {e}")),
+                            Err(e) => {
+                                return err(at, format!("BETWEEN bounds are not comparable: {e}"))
+                            }
                         }
                     }
                     for n in [&left.expr, &low.expr, &high.expr] {
@@ -546,7 +602,11 @@ impl<'a> Parser<'a> {
                     };
                     let first = Expr::Compare(a, Box::new(value.clone()), Box::new(low.expr));
                     let second = Expr::Compare(b, Box::new(value), Box::new(high.expr));
-                    let combined = if negated { Expr::Or(vec![first, second]) } else { Expr::And(vec![first, second]) };
+                    let combined = if negated {
+                        Expr::Or(vec![first, second])
+                    } else {
+                        Expr::And(vec![first, second])
+                    };
                     left = self.node(combined, depth)?;
                 }
                 Tok::In => {
@@ -558,12 +618,22 @@ impl<'a> Parser<'a> {
                     let mut list = vec![self.string_literal()?];
                     while self.eat(&Tok::Comma) {
                         if list.len() >= MAX_IN_LIST_LEN {
-                            return err(self.offset(), format!("IN list longer than {MAX_IN_LIST_LEN} entries"));
+                            return err(
+                                self.offset(),
+                                format!("IN list longer than {MAX_IN_LIST_LEN} entries"),
+                            );
                         }
                         list.push(self.string_literal()?);
                     }
                     self.expect(&Tok::RParen, "')' closing the IN list")?;
-                    left = self.node(Expr::In { prop, list, negated }, 1)?;
+                    left = self.node(
+                        Expr::In {
+                            prop,
+                            list,
+                            negated,
+                        },
+                        1,
+                    )?;
                 }
                 _ => return Ok(left),
             }
@@ -576,7 +646,10 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 Ok(s.clone())
             }
-            _ => err(self.offset(), format!("expected a string literal, found {}", self.describe())),
+            _ => err(
+                self.offset(),
+                format!("expected a string literal, found {}", self.describe()),
+            ),
         }
     }
 
@@ -635,19 +708,28 @@ impl<'a> Parser<'a> {
 fn decimal_literal(text: &str, at: usize) -> Result<Literal, Sql92Error> {
     match text.parse::<i64>() {
         Ok(v) => Ok(i32::try_from(v).map_or(Literal::Long(v), Literal::Int)),
-        Err(_) => err(at, format!("integer literal {text} does not fit a 64-bit long")),
+        Err(_) => err(
+            at,
+            format!("integer literal {text} does not fit a 64-bit long"),
+        ),
     }
 }
 
 /// Float literal. Upstream refuses values below `Double.MIN_VALUE` (so a literal `0.0`) and
 /// infinities; kept so both brokers accept the same expressions.
 fn float_literal(text: &str, at: usize) -> Result<Literal, Sql92Error> {
-    let v: f64 = text.parse().map_err(|_| Sql92Error { position: at, message: format!("bad number {text}") })?;
+    let v: f64 = text.parse().map_err(|_| Sql92Error {
+        position: at,
+        message: format!("bad number {text}"),
+    })?;
     if v.is_infinite() {
         return err(at, format!("{text} is greater than the largest double"));
     }
     if v < f64::from_bits(1) {
-        return err(at, format!("{text} is less than the smallest positive double"));
+        return err(
+            at,
+            format!("{text} is less than the smallest positive double"),
+        );
     }
     Ok(Literal::Double(v))
 }
@@ -664,8 +746,14 @@ fn check_equal_operand(e: &Expr, at: usize) -> Result<(), Sql92Error> {
 fn check_less_than_operand(e: &Expr, at: usize) -> Result<(), Sql92Error> {
     match e {
         Expr::Const(Literal::Int(_) | Literal::Long(_) | Literal::Double(_)) => Ok(()),
-        Expr::Const(_) => err(at, "only numbers can be compared with <, >, <=, >= or BETWEEN"),
-        e if e.is_boolean() => err(at, "a boolean expression cannot be compared with <, >, <=, >= or BETWEEN"),
+        Expr::Const(_) => err(
+            at,
+            "only numbers can be compared with <, >, <=, >= or BETWEEN",
+        ),
+        e if e.is_boolean() => err(
+            at,
+            "a boolean expression cannot be compared with <, >, <=, >= or BETWEEN",
+        ),
         _ => Ok(()),
     }
 }
@@ -707,11 +795,13 @@ impl fmt::Display for EvalError {
 }
 
 fn parse_java_int(s: &str) -> Result<i32, EvalError> {
-    s.parse().map_err(|_| EvalError(format!("{s:?} is not an int")))
+    s.parse()
+        .map_err(|_| EvalError(format!("{s:?} is not an int")))
 }
 
 fn parse_java_long(s: &str) -> Result<i64, EvalError> {
-    s.parse().map_err(|_| EvalError(format!("{s:?} is not a long")))
+    s.parse()
+        .map_err(|_| EvalError(format!("{s:?} is not a long")))
 }
 
 /// `Double.valueOf`: surrounding chars ≤ ' ' ignored, optional `d`/`f` suffix, `NaN`,
@@ -800,7 +890,11 @@ fn java_compare(l: Val<'_>, r: Val<'_>) -> Result<Ordering, EvalError> {
         (Double(a), Double(b)) => double_cmp(a, b),
         (Str(a), Str(b)) => java_str_cmp(a, b),
         // Upstream casts the Boolean to String here and throws.
-        (Bool(_), Str(_)) => return Err(EvalError("a boolean cannot be converted from a string here".into())),
+        (Bool(_), Str(_)) => {
+            return Err(EvalError(
+                "a boolean cannot be converted from a string here".into(),
+            ))
+        }
         (Int(a), Long(b)) => i64::from(a).cmp(&b),
         (Int(a), Double(b)) => double_cmp(f64::from(a), b),
         (Int(a), Str(s)) => a.cmp(&parse_java_int(s)?),
@@ -822,7 +916,9 @@ fn java_compare(l: Val<'_>, r: Val<'_>) -> Result<Ordering, EvalError> {
 /// so NaN equals NaN and 0.0 differs from -0.0).
 fn java_equals(l: Val<'_>, r: Val<'_>) -> bool {
     match (l, r) {
-        (Val::Double(a), Val::Double(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+        (Val::Double(a), Val::Double(b)) => {
+            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+        }
         _ => l == r,
     }
 }
@@ -919,7 +1015,9 @@ fn eval<'a>(e: &'a Expr, props: &'a dyn PropertySource) -> Result<Val<'a>, EvalE
             }
             let ord = match (lv, rv) {
                 // Two strings are ordered as numbers or not at all.
-                (Val::Str(a), Val::Str(b)) => double_cmp(parse_java_double(a)?, parse_java_double(b)?),
+                (Val::Str(a), Val::Str(b)) => {
+                    double_cmp(parse_java_double(a)?, parse_java_double(b)?)
+                }
                 _ => java_compare(lv, rv)?,
             };
             Val::Bool(match op {
@@ -929,11 +1027,20 @@ fn eval<'a>(e: &'a Expr, props: &'a dyn PropertySource) -> Result<Val<'a>, EvalE
                 CmpOp::Ge => ord != Ordering::Less,
             })
         }
-        Expr::In { prop, list, negated } => match props.property(prop) {
+        Expr::In {
+            prop,
+            list,
+            negated,
+        } => match props.property(prop) {
             None => Val::Null,
             Some(v) => Val::Bool(list.iter().any(|s| s == v) ^ negated),
         },
-        Expr::Str { op, operand, search, negated } => {
+        Expr::Str {
+            op,
+            operand,
+            search,
+            negated,
+        } => {
             if search.is_empty() {
                 return Ok(Val::Bool(false));
             }
@@ -966,20 +1073,34 @@ impl Sql92Filter {
         if expression.len() > MAX_EXPRESSION_LEN_BYTES {
             return err(
                 MAX_EXPRESSION_LEN_BYTES,
-                format!("expression is {} bytes, more than {MAX_EXPRESSION_LEN_BYTES}", expression.len()),
+                format!(
+                    "expression is {} bytes, more than {MAX_EXPRESSION_LEN_BYTES}",
+                    expression.len()
+                ),
             );
         }
         let tokens = tokenize(expression)?;
         if tokens.is_empty() {
             return err(0, "empty expression");
         }
-        let mut p = Parser { tokens: &tokens, pos: 0, text_len: expression.len(), descent: 0 };
+        let mut p = Parser {
+            tokens: &tokens,
+            pos: 0,
+            text_len: expression.len(),
+            descent: 0,
+        };
         let root = p.or_expr()?;
         if p.pos < tokens.len() {
-            return err(p.offset(), format!("unexpected {} after the expression", p.describe()));
+            return err(
+                p.offset(),
+                format!("unexpected {} after the expression", p.describe()),
+            );
         }
         let root = p.as_boolean(root, 0)?;
-        Ok(Self { source: expression.to_string(), root: root.expr })
+        Ok(Self {
+            source: expression.to_string(),
+            root: root.expr,
+        })
     }
 
     pub fn source(&self) -> &str {
@@ -993,7 +1114,10 @@ impl Sql92Filter {
             Ok(Val::Bool(b)) => Some(b),
             Ok(_) => None,
             Err(e) => {
-                tracing::trace!(expression = self.source, "SQL92 evaluation error, message not matched: {e}");
+                tracing::trace!(
+                    expression = self.source,
+                    "SQL92 evaluation error, message not matched: {e}"
+                );
                 None
             }
         }
@@ -1023,7 +1147,12 @@ struct CompiledCache {
 
 fn cache() -> &'static Mutex<CompiledCache> {
     static CACHE: OnceLock<Mutex<CompiledCache>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(CompiledCache { map: HashMap::new(), order: VecDeque::new() }))
+    CACHE.get_or_init(|| {
+        Mutex::new(CompiledCache {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        })
+    })
 }
 
 /// Compiles with a bounded cache of results (failures cached too, so a bad subscription
@@ -1054,7 +1183,9 @@ pub fn compile_cached(expression: &str) -> Result<Arc<Sql92Filter>, Sql92Error> 
 /// The [`crate::context::Sql92Compiler`]: `ctx.sql92 = Some(filter::sql92::compile_predicate)`.
 /// The error text goes into the SUBSCRIPTION_PARSE_FAILED remark.
 pub fn compile_predicate(expression: &str) -> Result<Arc<dyn PropertyPredicate>, String> {
-    compile_cached(expression).map(|f| f as Arc<dyn PropertyPredicate>).map_err(|e| e.to_string())
+    compile_cached(expression)
+        .map(|f| f as Arc<dyn PropertyPredicate>)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -1073,13 +1204,16 @@ mod tests {
     }
 
     fn check(expr: &str, pairs: &[(&str, &str)]) -> bool {
-        Sql92Filter::compile(expr).unwrap_or_else(|e| panic!("{expr}: {e}")).matches_properties(&props(pairs))
+        Sql92Filter::compile(expr)
+            .unwrap_or_else(|e| panic!("{expr}: {e}"))
+            .matches_properties(&props(pairs))
     }
 
     #[test]
     fn spec_table() {
         // (expression, properties, expected)
-        let cases: &[(&str, &[(&str, &str)], bool)] = &[
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+        let cases: &[Case<'_>] = &[
             ("a = 1", &[("a", "1")], true),
             ("a = 1", &[("a", "2")], false),
             ("a = 1", &[], false),
@@ -1133,7 +1267,11 @@ mod tests {
             ("a = +5", &[("a", "+5")], true),
             ("a > 1 -- comment\n AND a < 3", &[("a", "2")], true),
             ("/* c */ a = 'x'", &[("a", "x")], true),
-            ("(a = 'x' OR a = 'y') AND NOT (b = 'z')", &[("a", "y"), ("b", "w")], true),
+            (
+                "(a = 'x' OR a = 'y') AND NOT (b = 'z')",
+                &[("a", "y"), ("b", "w")],
+                true,
+            ),
             ("a = 'x' and b = 'y' or c = 'z'", &[("c", "z")], true),
             ("a = 10L", &[("a", "10")], true),
             ("a > 1E1", &[("a", "11")], true),
@@ -1151,9 +1289,15 @@ mod tests {
     fn three_valued_logic() {
         let f = Sql92Filter::compile("a = 1 OR b = 1").unwrap();
         assert_eq!(f.evaluate(&RawProperties(&props(&[("a", "2")]))), None);
-        assert_eq!(f.evaluate(&RawProperties(&props(&[("a", "2"), ("b", "2")]))), Some(false));
+        assert_eq!(
+            f.evaluate(&RawProperties(&props(&[("a", "2"), ("b", "2")]))),
+            Some(false)
+        );
         let f = Sql92Filter::compile("a = 1 AND b = 1").unwrap();
-        assert_eq!(f.evaluate(&RawProperties(&props(&[("a", "2")]))), Some(false));
+        assert_eq!(
+            f.evaluate(&RawProperties(&props(&[("a", "2")]))),
+            Some(false)
+        );
         assert_eq!(f.evaluate(&RawProperties(&props(&[("a", "1")]))), None);
     }
 
@@ -1191,12 +1335,18 @@ mod tests {
         }
         let e = Sql92Filter::compile("a = 'x' AND").unwrap_err();
         assert_eq!(e.position, 11);
-        assert!(compile_predicate("a >").unwrap_err().contains("SQL92 expression invalid"));
+        assert!(compile_predicate("a >")
+            .unwrap_err()
+            .contains("SQL92 expression invalid"));
     }
 
     #[test]
     fn bounds_are_enforced() {
-        let deep = format!("{}a = 1{}", "(".repeat(MAX_NESTING_DEPTH + 1), ")".repeat(MAX_NESTING_DEPTH + 1));
+        let deep = format!(
+            "{}a = 1{}",
+            "(".repeat(MAX_NESTING_DEPTH + 1),
+            ")".repeat(MAX_NESTING_DEPTH + 1)
+        );
         assert!(Sql92Filter::compile(&deep).is_err());
         let ok = format!("{}a = 1{}", "(".repeat(10), ")".repeat(10));
         assert!(Sql92Filter::compile(&ok).is_ok());
@@ -1223,8 +1373,14 @@ mod tests {
         assert!(parse_java_double(".").is_err());
         assert_eq!(parse_java_int("+7"), Ok(7));
         assert!(parse_java_int(" 7").is_err());
-        assert_eq!(java_compare(Val::Str("b"), Val::Str("a")), Ok(Ordering::Greater));
-        assert_eq!(java_compare(Val::Int(1), Val::Bool(true)), Ok(Ordering::Less));
+        assert_eq!(
+            java_compare(Val::Str("b"), Val::Str("a")),
+            Ok(Ordering::Greater)
+        );
+        assert_eq!(
+            java_compare(Val::Int(1), Val::Bool(true)),
+            Ok(Ordering::Less)
+        );
     }
 
     #[test]
@@ -1255,18 +1411,71 @@ mod tests {
     #[test]
     fn random_expressions_never_panic() {
         const PIECES: &[&str] = &[
-            "a", "b", "TAGS", "(", ")", "NOT", "AND", "OR", "=", "<>", "<", "<=", ">", ">=", "IS", "NULL",
-            "BETWEEN", "IN", "CONTAINS", "STARTSWITH", "ENDSWITH", "TRUE", "FALSE", "'x'", "'1'", "''", "1",
-            "0", "-", "+", "2.5", "1E3", "9999999999", ",", "--", "\n", "/*", "*/", "'", ".", "$v", "5L", "é",
+            "a",
+            "b",
+            "TAGS",
+            "(",
+            ")",
+            "NOT",
+            "AND",
+            "OR",
+            "=",
+            "<>",
+            "<",
+            "<=",
+            ">",
+            ">=",
+            "IS",
+            "NULL",
+            "BETWEEN",
+            "IN",
+            "CONTAINS",
+            "STARTSWITH",
+            "ENDSWITH",
+            "TRUE",
+            "FALSE",
+            "'x'",
+            "'1'",
+            "''",
+            "1",
+            "0",
+            "-",
+            "+",
+            "2.5",
+            "1E3",
+            "9999999999",
+            ",",
+            "--",
+            "\n",
+            "/*",
+            "*/",
+            "'",
+            ".",
+            "$v",
+            "5L",
+            "é",
         ];
-        let values = ["1", "x", "true", "2.5", "-3", "", "NaN", "1e400", "9999999999999999999"];
+        let values = [
+            "1",
+            "x",
+            "true",
+            "2.5",
+            "-3",
+            "",
+            "NaN",
+            "1e400",
+            "9999999999999999999",
+        ];
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         for _ in 0..20_000 {
             let n = 1 + rng.below(14);
             let text: Vec<&str> = (0..n).map(|_| PIECES[rng.below(PIECES.len())]).collect();
             let text = text.join(" ");
             if let Ok(f) = Sql92Filter::compile(&text) {
-                let p = props(&[("a", values[rng.below(values.len())]), ("b", values[rng.below(values.len())])]);
+                let p = props(&[
+                    ("a", values[rng.below(values.len())]),
+                    ("b", values[rng.below(values.len())]),
+                ]);
                 let _ = f.matches_properties(&p);
                 let _ = f.matches_properties("");
             }
@@ -1298,7 +1507,11 @@ mod tests {
                 _ => (">=", v >= n),
             };
             let expr = format!("a {op} {n}");
-            assert_eq!(check(&expr, &[("a", &v.to_string())]), want, "{expr} with a={v}");
+            assert_eq!(
+                check(&expr, &[("a", &v.to_string())]),
+                want,
+                "{expr} with a={v}"
+            );
         }
     }
 }

@@ -62,12 +62,18 @@ pub struct TagMessageFilter {
 impl TagMessageFilter {
     /// Hash-only filter, as the Java broker's pull path does it (records never decoded).
     pub fn by_code(filter: TagFilter) -> Self {
-        Self { filter, exact: false }
+        Self {
+            filter,
+            exact: false,
+        }
     }
 
     /// Hash pre-filter plus exact tag post-filter.
     pub fn exact(filter: TagFilter) -> Self {
-        Self { filter, exact: true }
+        Self {
+            filter,
+            exact: true,
+        }
     }
 
     pub fn tag_filter(&self) -> &TagFilter {
@@ -142,15 +148,24 @@ mod tests {
         assert!(f.match_by_tags_code(Some(tags_code(Some("TagA")))));
         assert!(f.match_by_tags_code(Some(tags_code(Some("TagB")))));
         assert!(!f.match_by_tags_code(Some(tags_code(Some("TagC")))));
-        assert!(!f.match_by_tags_code(Some(0)), "untagged messages do not match a tag list");
-        assert!(f.match_by_tags_code(None), "a unit without a code passes to the record check");
+        assert!(
+            !f.match_by_tags_code(Some(0)),
+            "untagged messages do not match a tag list"
+        );
+        assert!(
+            f.match_by_tags_code(None),
+            "a unit without a code passes to the record check"
+        );
         // Only the low 32 bits count, as in Java's intValue().
         let code = i64::from(java_string_hash("TagA")) | (1 << 40);
         assert!(f.match_by_tags_code(Some(code)));
         assert!(f.match_by_record(&record_with_tag(Some("TagA"))));
         assert!(!f.match_by_record(&record_with_tag(Some("tagA"))));
         assert!(!f.match_by_record(&record_with_tag(None)));
-        assert!(!f.match_by_record(b"garbage"), "an undecodable record has no tag");
+        assert!(
+            !f.match_by_record(b"garbage"),
+            "an undecodable record has no tag"
+        );
     }
 
     #[test]
@@ -170,7 +185,9 @@ mod tests {
     #[test]
     fn bounds() {
         assert!(parse_subscription(&"a".repeat(MAX_SUBSCRIPTION_LEN_BYTES + 1)).is_err());
-        let many: Vec<String> = (0..=MAX_TAGS_PER_SUBSCRIPTION).map(|i| format!("t{i}")).collect();
+        let many: Vec<String> = (0..=MAX_TAGS_PER_SUBSCRIPTION)
+            .map(|i| format!("t{i}"))
+            .collect();
         assert!(parse_subscription(&many.join("||")).is_err());
         assert!(parse_subscription(&many[..10].join("||")).is_ok());
     }

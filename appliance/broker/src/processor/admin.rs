@@ -21,9 +21,11 @@ use ringmq_remoting::body::stats::{ConsumeStats, OffsetWrapper, TopicOffset, Top
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::header::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
-    GetSubscriptionGroupConfigRequestHeader, GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader, QueryTopicsByConsumerRequestHeader, ResetOffsetRequestHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetProducerConnectionListRequestHeader, GetSubscriptionGroupConfigRequestHeader,
+    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, QueryTopicsByConsumerRequestHeader,
+    ResetOffsetRequestHeader,
 };
 use ringmq_remoting::json::{self, ObjectBuilder, Value};
 use ringmq_remoting::RemotingCommand;
@@ -73,7 +75,11 @@ pub const ADMIN_CODES: &[RequestCode] = &[
 ];
 
 /// Answers an admin request, or `None` when `request.code` is not one of [`ADMIN_CODES`].
-pub fn process(ctx: &Arc<BrokerContext>, request: &RemotingCommand, _rc: &dyn RequestCtx) -> Option<Handled> {
+pub fn process(
+    ctx: &Arc<BrokerContext>,
+    request: &RemotingCommand,
+    _rc: &dyn RequestCtx,
+) -> Option<Handled> {
     let code = RequestCode::from_code(request.code)?;
     use RequestCode as C;
     let handled = match code {
@@ -107,39 +113,67 @@ pub fn process(ctx: &Arc<BrokerContext>, request: &RemotingCommand, _rc: &dyn Re
 }
 
 fn ok(request: &RemotingCommand) -> Handled {
-    request.response_to(ResponseCode::Success.code(), None).into()
+    request
+        .response_to(ResponseCode::Success.code(), None)
+        .into()
 }
 
 fn ok_body(request: &RemotingCommand, body: impl Into<bytes::Bytes>) -> Handled {
-    request.response_to(ResponseCode::Success.code(), None).with_body(body).into()
+    request
+        .response_to(ResponseCode::Success.code(), None)
+        .with_body(body)
+        .into()
 }
 
 fn fail(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Handled {
     let remark = remark.into();
-    tracing::warn!(request_code = request.code, response = code.name(), "admin request refused: {remark}");
+    tracing::warn!(
+        request_code = request.code,
+        response = code.name(),
+        "admin request refused: {remark}"
+    );
     error_response(request, code, remark).into()
 }
 
-fn decode<H: ringmq_remoting::header::CommandHeader>(request: &RemotingCommand) -> Result<H, Handled> {
-    request.decode_header::<H>().map_err(|e| header_error(request, e))
+/// Errors are boxed: a `Handled` is large and the happy path should stay small.
+fn decode<H: ringmq_remoting::header::CommandHeader>(
+    request: &RemotingCommand,
+) -> Result<H, Box<Handled>> {
+    request
+        .decode_header::<H>()
+        .map_err(|e| Box::new(header_error(request, e)))
 }
 
-fn body_text(request: &RemotingCommand) -> Result<&str, Handled> {
+fn body_text(request: &RemotingCommand) -> Result<&str, Box<Handled>> {
     if request.body.len() > MAX_ADMIN_BODY_BYTES {
-        return Err(fail(
+        return Err(Box::new(fail(
             request,
             ResponseCode::InvalidParameter,
-            format!("request body is {} bytes, more than {MAX_ADMIN_BODY_BYTES}", request.body.len()),
-        ));
+            format!(
+                "request body is {} bytes, more than {MAX_ADMIN_BODY_BYTES}",
+                request.body.len()
+            ),
+        )));
     }
-    std::str::from_utf8(&request.body).map_err(|_| fail(request, ResponseCode::InvalidParameter, "request body is not UTF-8 text"))
+    std::str::from_utf8(&request.body).map_err(|_| {
+        Box::new(fail(
+            request,
+            ResponseCode::InvalidParameter,
+            "request body is not UTF-8 text",
+        ))
+    })
 }
 
 /// Applies `+key=value,-key` attribute modifications to `attributes`.
-fn apply_attribute_changes(attributes: &mut BTreeMap<String, String>, changes: &str) -> Result<(), String> {
+fn apply_attribute_changes(
+    attributes: &mut BTreeMap<String, String>,
+    changes: &str,
+) -> Result<(), String> {
     for item in changes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if let Some(kv) = item.strip_prefix('+') {
-            let (k, v) = kv.split_once('=').ok_or_else(|| format!("attribute {item:?} must be +key=value"))?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("attribute {item:?} must be +key=value"))?;
             if k.is_empty() {
                 return Err(format!("attribute {item:?} has an empty key"));
             }
@@ -150,7 +184,10 @@ fn apply_attribute_changes(attributes: &mut BTreeMap<String, String>, changes: &
             return Err(format!("attribute change {item:?} must start with + or -"));
         }
     }
-    if attributes.get("message.type").is_some_and(|t| t.eq_ignore_ascii_case("MIXED")) {
+    if attributes
+        .get("message.type")
+        .is_some_and(|t| t.eq_ignore_ascii_case("MIXED"))
+    {
         return Err("message.type MIXED is not allowed for a topic".to_string());
     }
     Ok(())
@@ -160,32 +197,53 @@ fn apply_attribute_changes(attributes: &mut BTreeMap<String, String>, changes: &
 pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: CreateTopicRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let topic = h.topic.as_str();
     if let Err(e) = topics::validate_topic(topic) {
         return fail(request, ResponseCode::InvalidParameter, e);
     }
     if ctx.topics.is_system_topic(topic) {
-        return fail(request, ResponseCode::InvalidParameter, format!("The topic[{topic}] is conflict with system topic."));
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            format!("The topic[{topic}] is conflict with system topic."),
+        );
     }
-    for (name, n) in [("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)] {
+    for (name, n) in [
+        ("readQueueNums", h.read_queue_nums),
+        ("writeQueueNums", h.write_queue_nums),
+    ] {
         if !(0..=MAX_QUEUE_NUMS).contains(&n) {
-            return fail(request, ResponseCode::InvalidParameter, format!("{name}={n} must be within 0..={MAX_QUEUE_NUMS}"));
+            return fail(
+                request,
+                ResponseCode::InvalidParameter,
+                format!("{name}={n} must be within 0..={MAX_QUEUE_NUMS}"),
+            );
         }
     }
     if !(0..=15).contains(&h.perm) {
-        return fail(request, ResponseCode::InvalidParameter, format!("perm={} is not a permission bit set (0..=15)", h.perm));
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            format!("perm={} is not a permission bit set (0..=15)", h.perm),
+        );
     }
     if h.topic_filter_type != "SINGLE_TAG" && h.topic_filter_type != "MULTI_TAG" {
         return fail(
             request,
             ResponseCode::InvalidParameter,
-            format!("topicFilterType={:?} must be SINGLE_TAG or MULTI_TAG", h.topic_filter_type),
+            format!(
+                "topicFilterType={:?} must be SINGLE_TAG or MULTI_TAG",
+                h.topic_filter_type
+            ),
         );
     }
     let existing = ctx.topics.select(topic);
-    let mut attributes = existing.as_ref().map(|t| t.attributes.clone()).unwrap_or_default();
+    let mut attributes = existing
+        .as_ref()
+        .map(|t| t.attributes.clone())
+        .unwrap_or_default();
     if let Some(changes) = h.attributes.as_deref() {
         if let Err(e) = apply_attribute_changes(&mut attributes, changes) {
             return fail(request, ResponseCode::InvalidParameter, e);
@@ -204,7 +262,13 @@ pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -
     if existing.as_deref() == Some(&tc) && !h.force {
         return ok(request);
     }
-    tracing::info!(topic, read = tc.read_queue_nums, write = tc.write_queue_nums, perm = tc.perm, "topic created or updated by admin");
+    tracing::info!(
+        topic,
+        read = tc.read_queue_nums,
+        write = tc.write_queue_nums,
+        perm = tc.perm,
+        "topic created or updated by admin"
+    );
     ctx.topics.update(tc);
     ok(request)
 }
@@ -213,10 +277,14 @@ pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -
 pub fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: DeleteTopicRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if ctx.topics.is_system_topic(&h.topic) {
-        return fail(request, ResponseCode::InvalidParameter, format!("The topic[{}] is conflict with system topic.", h.topic));
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            format!("The topic[{}] is conflict with system topic.", h.topic),
+        );
     }
     if ctx.topics.delete(&h.topic) {
         tracing::info!(topic = h.topic, "topic deleted by admin");
@@ -234,8 +302,11 @@ fn topic_config_json(tc: &TopicConfig) -> serde_json::Value {
 /// left out, which clients read as "complete").
 pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let w = ctx.topics.wrapper();
-    let table: serde_json::Map<String, serde_json::Value> =
-        w.topic_config_table.iter().map(|(k, v)| (k.clone(), topic_config_json(v))).collect();
+    let table: serde_json::Map<String, serde_json::Value> = w
+        .topic_config_table
+        .iter()
+        .map(|(k, v)| (k.clone(), topic_config_json(v)))
+        .collect();
     let dv = serde_json::to_value(w.data_version).unwrap_or_default();
     let body = serde_json::json!({
         "dataVersion": dv,
@@ -251,31 +322,52 @@ pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> H
 pub fn get_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: GetTopicConfigRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match ctx.topics.select(&h.topic) {
         Some(tc) => ok_body(request, topic_config_json(&tc).to_string()),
-        None => fail(request, ResponseCode::SystemError, format!("No topic in this broker, topic: {}", h.topic)),
+        None => fail(
+            request,
+            ResponseCode::SystemError,
+            format!("No topic in this broker, topic: {}", h.topic),
+        ),
     }
 }
 
 /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body = SubscriptionGroupConfig JSON.
-pub fn update_and_create_subscription_group(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn update_and_create_subscription_group(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+) -> Handled {
     let text = match body_text(request) {
         Ok(t) => t,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    let sg: SubscriptionGroupConfig = match serde_json::from_str(&crate::persist::fastjson_to_standard(text)) {
-        Ok(sg) => sg,
-        Err(e) => return fail(request, ResponseCode::InvalidParameter, format!("body is not a SubscriptionGroupConfig: {e}")),
-    };
+    let sg: SubscriptionGroupConfig =
+        match serde_json::from_str(&crate::persist::fastjson_to_standard(text)) {
+            Ok(sg) => sg,
+            Err(e) => {
+                return fail(
+                    request,
+                    ResponseCode::InvalidParameter,
+                    format!("body is not a SubscriptionGroupConfig: {e}"),
+                )
+            }
+        };
     if let Err(e) = topics::validate_group(&sg.group_name) {
         return fail(request, ResponseCode::InvalidParameter, e);
     }
     if sg.retry_queue_nums as i64 > MAX_QUEUE_NUMS as i64 {
-        return fail(request, ResponseCode::InvalidParameter, format!("retryQueueNums must be at most {MAX_QUEUE_NUMS}"));
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            format!("retryQueueNums must be at most {MAX_QUEUE_NUMS}"),
+        );
     }
-    tracing::info!(group = sg.group_name, "subscription group created or updated by admin");
+    tracing::info!(
+        group = sg.group_name,
+        "subscription group created or updated by admin"
+    );
     ctx.groups.update(sg);
     ok(request)
 }
@@ -284,21 +376,32 @@ pub fn update_and_create_subscription_group(ctx: &BrokerContext, request: &Remot
 pub fn delete_subscription_group(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: DeleteSubscriptionGroupRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     ctx.groups.delete(&h.group_name);
     if h.clean_offset {
         ctx.offsets.remove_group(&h.group_name);
     }
-    tracing::info!(group = h.group_name, clean_offset = h.clean_offset, "subscription group deleted by admin");
+    tracing::info!(
+        group = h.group_name,
+        clean_offset = h.clean_offset,
+        "subscription group deleted by admin"
+    );
     ok(request)
 }
 
 /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the whole table, unpaged.
-pub fn get_all_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_all_subscription_group_config(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+) -> Handled {
     match serde_json::to_string(&ctx.groups.wrapper()) {
         Ok(body) => ok_body(request, body),
-        Err(e) => fail(request, ResponseCode::SystemError, format!("cannot encode the subscription groups: {e}")),
+        Err(e) => fail(
+            request,
+            ResponseCode::SystemError,
+            format!("cannot encode the subscription groups: {e}"),
+        ),
     }
 }
 
@@ -306,11 +409,19 @@ pub fn get_all_subscription_group_config(ctx: &BrokerContext, request: &Remoting
 pub fn get_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: GetSubscriptionGroupConfigRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    match ctx.groups.get(&h.group).and_then(|sg| serde_json::to_string(&*sg).ok()) {
+    match ctx
+        .groups
+        .get(&h.group)
+        .and_then(|sg| serde_json::to_string(&*sg).ok())
+    {
         Some(body) => ok_body(request, body),
-        None => fail(request, ResponseCode::SubscriptionGroupNotExist, format!("No group in this broker, group: {}", h.group)),
+        None => fail(
+            request,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("No group in this broker, group: {}", h.group),
+        ),
     }
 }
 
@@ -321,7 +432,9 @@ fn boot_timestamp_ms() -> i64 {
 
 /// Used / total bytes of the file system holding `path`, as a 0..1 ratio.
 fn disk_used_ratio(path: &std::path::Path) -> f64 {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return -1.0 };
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return -1.0;
+    };
     // SAFETY: statvfs only writes into the zeroed struct we pass; `c` is a valid C string.
     unsafe {
         let mut s: libc::statvfs = std::mem::zeroed();
@@ -399,7 +512,13 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     ] {
         put(k, "0".to_string());
     }
-    for k in ["putTps", "getTransferredTps", "getFoundTps", "getMissTps", "getTotalTps"] {
+    for k in [
+        "putTps",
+        "getTransferredTps",
+        "getFoundTps",
+        "getMissTps",
+        "getTotalTps",
+    ] {
         put(k, "0.0 0.0 0.0".to_string());
     }
     put("sendThreadPoolQueueCapacity", "10000".to_string());
@@ -417,14 +536,33 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
         .unwrap_or(0);
     put("earliestMessageTimeStamp", earliest.to_string());
     let ratio = disk_used_ratio(&ctx.config.commit_log_dir());
-    let ratio = if ratio < 0.0 { disk_used_ratio(&ctx.config.store_root()) } else { ratio };
+    let ratio = if ratio < 0.0 {
+        disk_used_ratio(&ctx.config.store_root())
+    } else {
+        ratio
+    };
     put("commitLogDiskRatio", format!("{ratio}"));
-    put("consumeQueueDiskRatio", format!("{}", disk_used_ratio(&ctx.config.store_root())));
-    put("commitLogDirCapacity", format!("Total : 0 GiB, Free : 0 GiB. (ratio {ratio:.3})"));
+    put(
+        "consumeQueueDiskRatio",
+        format!("{}", disk_used_ratio(&ctx.config.store_root())),
+    );
+    put(
+        "commitLogDirCapacity",
+        format!("Total : 0 GiB, Free : 0 GiB. (ratio {ratio:.3})"),
+    );
     put("totalMemKBytes", total_mem_kbytes().to_string());
     put("bootTimestamp", boot.to_string());
     let up_s = (now - boot).max(0) / 1000;
-    put("runtime", format!("[ {} days, {} hours, {} minutes, {} seconds ]", up_s / 86_400, up_s / 3600 % 24, up_s / 60 % 60, up_s % 60));
+    put(
+        "runtime",
+        format!(
+            "[ {} days, {} hours, {} minutes, {} seconds ]",
+            up_s / 86_400,
+            up_s / 3600 % 24,
+            up_s / 60 % 60,
+            up_s % 60
+        ),
+    );
     KvTable { table: t }
 }
 
@@ -432,19 +570,33 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
 pub fn get_topic_stats_info(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: GetTopicStatsInfoRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Some(tc) = ctx.topics.select(&h.topic) else {
-        return fail(request, ResponseCode::TopicNotExist, format!("topic[{}] not exist", h.topic));
+        return fail(
+            request,
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist", h.topic),
+        );
     };
     let mut table = TopicStatsTable::default();
     for q in 0..tc.max_queue_nums() as i32 {
         let min = ctx.store.min_offset_in_queue(&h.topic, q).max(0);
         let max = ctx.store.max_offset_in_queue(&h.topic, q).max(0);
-        let last = if max > 0 { ctx.store.message_store_time(&h.topic, q, max - 1).unwrap_or(0) } else { 0 };
+        let last = if max > 0 {
+            ctx.store
+                .message_store_time(&h.topic, q, max - 1)
+                .unwrap_or(0)
+        } else {
+            0
+        };
         table.offset_table.insert(
             MessageQueue::new(h.topic.clone(), ctx.config.broker_name.clone(), q),
-            TopicOffset { min_offset: min, max_offset: max, last_update_timestamp: last },
+            TopicOffset {
+                min_offset: min,
+                max_offset: max,
+                last_update_timestamp: last,
+            },
         );
     }
     ok_body(request, table.encode())
@@ -454,16 +606,36 @@ pub fn get_topic_stats_info(ctx: &BrokerContext, request: &RemotingCommand) -> H
 pub fn consume_stats(ctx: &BrokerContext, group: &str, topic_names: &[String]) -> ConsumeStats {
     let mut stats = ConsumeStats::default();
     for topic in topic_names {
-        let Some(tc) = ctx.topics.select(topic) else { continue };
+        let Some(tc) = ctx.topics.select(topic) else {
+            continue;
+        };
         for q in 0..tc.read_queue_nums as i32 {
             let broker_offset = ctx.store.max_offset_in_queue(topic, q).max(0);
-            let consumer_offset = ctx.offsets.query_offset(group, topic, q).unwrap_or(0).max(0);
-            let pull_offset = ctx.offsets.pull_offset(group, topic, q).unwrap_or(0).max(consumer_offset);
-            let last_timestamp =
-                if consumer_offset > 0 { ctx.store.message_store_time(topic, q, consumer_offset - 1).unwrap_or(0) } else { 0 };
+            let consumer_offset = ctx
+                .offsets
+                .query_offset(group, topic, q)
+                .unwrap_or(0)
+                .max(0);
+            let pull_offset = ctx
+                .offsets
+                .pull_offset(group, topic, q)
+                .unwrap_or(0)
+                .max(consumer_offset);
+            let last_timestamp = if consumer_offset > 0 {
+                ctx.store
+                    .message_store_time(topic, q, consumer_offset - 1)
+                    .unwrap_or(0)
+            } else {
+                0
+            };
             stats.offset_table.insert(
                 MessageQueue::new(topic.clone(), ctx.config.broker_name.clone(), q),
-                OffsetWrapper { broker_offset, consumer_offset, pull_offset, last_timestamp },
+                OffsetWrapper {
+                    broker_offset,
+                    consumer_offset,
+                    pull_offset,
+                    last_timestamp,
+                },
             );
         }
     }
@@ -472,11 +644,24 @@ pub fn consume_stats(ctx: &BrokerContext, group: &str, topic_names: &[String]) -
 
 /// The topics a consume-stats request covers (`topicList`, else `topic`, else the group's
 /// offset topics; restricted to live subscriptions when the group is online).
-fn stats_topics(ctx: &BrokerContext, group: &str, topic: Option<&str>, topic_list: Option<&str>) -> Result<Vec<String>, String> {
+fn stats_topics(
+    ctx: &BrokerContext,
+    group: &str,
+    topic: Option<&str>,
+    topic_list: Option<&str>,
+) -> Result<Vec<String>, String> {
     if let Some(list) = topic_list.filter(|l| !l.is_empty()) {
-        let names: Vec<String> = list.split(';').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
+        let names: Vec<String> = list
+            .split(';')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
         if names.len() > MAX_TOPICS_PER_STATS_REQUEST {
-            return Err(format!("topicList names {} topics, more than {MAX_TOPICS_PER_STATS_REQUEST}", names.len()));
+            return Err(format!(
+                "topicList names {} topics, more than {MAX_TOPICS_PER_STATS_REQUEST}",
+                names.len()
+            ));
         }
         return Ok(names);
     }
@@ -485,9 +670,10 @@ fn stats_topics(ctx: &BrokerContext, group: &str, topic: Option<&str>, topic_lis
         None => ctx.offsets.topics_of_group(group),
     };
     Ok(match ctx.consumers.group(group) {
-        Some(info) if !info.subscriptions.is_empty() => {
-            candidates.into_iter().filter(|t| info.subscriptions.contains_key(t)).collect()
-        }
+        Some(info) if !info.subscriptions.is_empty() => candidates
+            .into_iter()
+            .filter(|t| info.subscriptions.contains_key(t))
+            .collect(),
         _ => candidates,
     })
 }
@@ -496,18 +682,30 @@ fn stats_topics(ctx: &BrokerContext, group: &str, topic: Option<&str>, topic_lis
 pub fn get_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: GetConsumeStatsRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    let names = match stats_topics(ctx, &h.consumer_group, h.topic.as_deref(), h.topic_list.as_deref()) {
+    let names = match stats_topics(
+        ctx,
+        &h.consumer_group,
+        h.topic.as_deref(),
+        h.topic_list.as_deref(),
+    ) {
         Ok(n) => n,
         Err(e) => return fail(request, ResponseCode::InvalidParameter, e),
     };
     if let Some(t) = h.topic.as_deref().filter(|t| !t.is_empty()) {
         if ctx.topics.select(t).is_none() {
-            return fail(request, ResponseCode::TopicNotExist, format!("topic[{t}] not exist"));
+            return fail(
+                request,
+                ResponseCode::TopicNotExist,
+                format!("topic[{t}] not exist"),
+            );
         }
     }
-    ok_body(request, consume_stats(ctx, &h.consumer_group, &names).encode())
+    ok_body(
+        request,
+        consume_stats(ctx, &h.consumer_group, &names).encode(),
+    )
 }
 
 fn connection_value(info: &crate::client::consumer_manager::ClientChannelInfo) -> Value {
@@ -527,19 +725,34 @@ fn from_serde(v: &serde_json::Value) -> Value {
 pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: GetConsumerConnectionListRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    let Some(info) = ctx.consumers.group(&h.consumer_group).filter(|g| !g.channels.is_empty()) else {
-        return fail(request, ResponseCode::ConsumerNotOnline, format!("the consumer group[{}] not online", h.consumer_group));
+    let Some(info) = ctx
+        .consumers
+        .group(&h.consumer_group)
+        .filter(|g| !g.channels.is_empty())
+    else {
+        return fail(
+            request,
+            ResponseCode::ConsumerNotOnline,
+            format!("the consumer group[{}] not online", h.consumer_group),
+        );
     };
     let body = ObjectBuilder::new()
-        .field("connectionSet", Value::Array(info.channels.values().map(connection_value).collect()))
+        .field(
+            "connectionSet",
+            Value::Array(info.channels.values().map(connection_value).collect()),
+        )
         .field("consumeFromWhere", info.consume_from_where.as_str())
         .field("consumeType", info.consume_type.as_str())
         .field("messageModel", info.message_model.as_str())
         .field(
             "subscriptionTable",
-            json::map_value(info.subscriptions.iter().map(|(t, s)| (t.as_str(), from_serde(&s.to_json())))),
+            json::map_value(
+                info.subscriptions
+                    .iter()
+                    .map(|(t, s)| (t.as_str(), from_serde(&s.to_json()))),
+            ),
         )
         .build();
     ok_body(request, body.to_json())
@@ -549,20 +762,33 @@ pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingComma
 pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: GetProducerConnectionListRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let conns = ctx.producers.connections(&h.producer_group);
     if conns.is_empty() {
-        return fail(request, ResponseCode::SystemError, format!("the producer group[{}] not exist", h.producer_group));
+        return fail(
+            request,
+            ResponseCode::SystemError,
+            format!("the producer group[{}] not exist", h.producer_group),
+        );
     }
-    let body = ObjectBuilder::new().field("connectionSet", Value::Array(conns.iter().map(connection_value).collect())).build();
+    let body = ObjectBuilder::new()
+        .field(
+            "connectionSet",
+            Value::Array(conns.iter().map(connection_value).collect()),
+        )
+        .build();
     ok_body(request, body.to_json())
 }
 
 /// GET_BROKER_CONFIG (26): Properties text; header `version` = a DataVersion JSON.
 pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
-    let mut response = request.response_to(ResponseCode::Success.code(), None).with_body(ctx.config.to_properties_text());
-    response.ext_fields.insert("version", ctx.topics.data_version().to_json());
+    let mut response = request
+        .response_to(ResponseCode::Success.code(), None)
+        .with_body(ctx.config.to_properties_text());
+    response
+        .ext_fields
+        .insert("version", ctx.topics.data_version().to_json());
     response.into()
 }
 
@@ -572,17 +798,31 @@ pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Hand
 pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let text = match body_text(request) {
         Ok(t) => t,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let props = match Properties::parse(text) {
         Ok(p) => p,
-        Err(e) => return fail(request, ResponseCode::InvalidParameter, format!("body is not Java properties text: {e}")),
+        Err(e) => {
+            return fail(
+                request,
+                ResponseCode::InvalidParameter,
+                format!("body is not Java properties text: {e}"),
+            )
+        }
     };
     if props.is_empty() {
-        return fail(request, ResponseCode::InvalidParameter, "no key=value in the body");
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            "no key=value in the body",
+        );
     }
     if let Some((k, _)) = props.iter().find(|(k, _)| CONFIG_BLACK_LIST.contains(k)) {
-        return fail(request, ResponseCode::NoPermission, format!("Can not update config in black list: {k}"));
+        return fail(
+            request,
+            ResponseCode::NoPermission,
+            format!("Can not update config in black list: {k}"),
+        );
     }
     let mut probe = ctx.config.clone();
     let mut notes = Vec::new();
@@ -603,24 +843,39 @@ pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> H
 pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: ResetOffsetRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if !ctx.config.is_master() {
-        return fail(request, ResponseCode::SystemError, "offsets can only be reset on the master");
+        return fail(
+            request,
+            ResponseCode::SystemError,
+            "offsets can only be reset on the master",
+        );
     }
     let Some(tc) = ctx.topics.select(&h.topic) else {
-        return fail(request, ResponseCode::TopicNotExist, format!("[reset offset] topic does not exist, topic={}", h.topic));
+        return fail(
+            request,
+            ResponseCode::TopicNotExist,
+            format!("[reset offset] topic does not exist, topic={}", h.topic),
+        );
     };
     if ctx.groups.find(&h.group).is_none() {
         return fail(
             request,
             ResponseCode::SubscriptionGroupNotExist,
-            format!("[reset offset] subscription group does not exist, group={}", h.group),
+            format!(
+                "[reset offset] subscription group does not exist, group={}",
+                h.group
+            ),
         );
     }
     let queues: Vec<i32> = if h.queue_id >= 0 {
         if h.queue_id as u32 >= tc.read_queue_nums.max(tc.write_queue_nums) {
-            return fail(request, ResponseCode::InvalidParameter, format!("queueId {} is not a queue of {}", h.queue_id, h.topic));
+            return fail(
+                request,
+                ResponseCode::InvalidParameter,
+                format!("queueId {} is not a queue of {}", h.queue_id, h.topic),
+            );
         }
         vec![h.queue_id]
     } else {
@@ -633,7 +888,9 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
         let target = match h.offset.filter(|o| *o >= 0) {
             Some(o) => o.clamp(min, max),
             None if h.timestamp < 0 => max,
-            None => ctx.store.offset_in_queue_by_time(&h.topic, q, h.timestamp, Boundary::Lower),
+            None => ctx
+                .store
+                .offset_in_queue_by_time(&h.topic, q, h.timestamp, Boundary::Lower),
         };
         let current = ctx.offsets.query_offset(&h.group, &h.topic, q);
         // Without force, only move a group backwards (replay), never skip ahead.
@@ -641,19 +898,35 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
             Some(c) if !h.is_force && target > c => c,
             _ => target,
         };
-        body.offset_table.insert(MessageQueue::new(h.topic.clone(), ctx.config.broker_name.clone(), q), target);
+        body.offset_table.insert(
+            MessageQueue::new(h.topic.clone(), ctx.config.broker_name.clone(), q),
+            target,
+        );
     }
     if ctx.config.use_server_side_reset_offset {
         for (mq, off) in &body.offset_table {
-            ctx.offsets.set_reset_offset(&h.group, &mq.topic, mq.queue_id, *off);
+            ctx.offsets
+                .set_reset_offset(&h.group, &mq.topic, mq.queue_id, *off);
         }
-        tracing::info!(group = h.group, topic = h.topic, queues = body.offset_table.len(), "offsets reset (server side)");
+        tracing::info!(
+            group = h.group,
+            topic = h.topic,
+            queues = body.offset_table.len(),
+            "offsets reset (server side)"
+        );
         return ok_body(request, body.encode());
     }
     // Legacy path: the consumers reset themselves on RESET_CONSUMER_CLIENT_OFFSET (220).
     let channels = ctx.consumers.channels(&h.group);
     if channels.is_empty() {
-        return fail(request, ResponseCode::ConsumerNotOnline, format!("Consumer not online, so can not reset offset, Group: {}", h.group));
+        return fail(
+            request,
+            ResponseCode::ConsumerNotOnline,
+            format!(
+                "Consumer not online, so can not reset offset, Group: {}",
+                h.group
+            ),
+        );
     }
     let payload = body.encode();
     for ch in channels {
@@ -669,7 +942,8 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
         }
     }
     for (mq, off) in &body.offset_table {
-        ctx.offsets.commit_offset(&h.group, &mq.topic, mq.queue_id, *off);
+        ctx.offsets
+            .commit_offset(&h.group, &mq.topic, mq.queue_id, *off);
     }
     ok_body(request, payload)
 }
@@ -689,12 +963,19 @@ pub fn clean_unused_topic(_ctx: &BrokerContext, request: &RemotingCommand) -> Ha
 
 fn topic_list_body(names: impl IntoIterator<Item = String>) -> String {
     let set: BTreeSet<String> = names.into_iter().collect();
-    ObjectBuilder::new().field("topicList", json::string_array(&set)).build().to_json()
+    ObjectBuilder::new()
+        .field("topicList", json::string_array(&set))
+        .build()
+        .to_json()
 }
 
 /// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
 pub fn get_system_topic_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
-    let names = ctx.topics.topic_names().into_iter().filter(|t| ctx.topics.is_system_topic(t));
+    let names = ctx
+        .topics
+        .topic_names()
+        .into_iter()
+        .filter(|t| ctx.topics.is_system_topic(t));
     ok_body(request, topic_list_body(names))
 }
 
@@ -702,11 +983,17 @@ pub fn get_system_topic_list(ctx: &BrokerContext, request: &RemotingCommand) -> 
 pub fn query_topic_consume_by_who(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: QueryTopicConsumeByWhoRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    let mut groups: BTreeSet<String> = ctx.consumers.groups_of_topic(&h.topic).into_iter().collect();
+    let mut groups: BTreeSet<String> = ctx
+        .consumers
+        .groups_of_topic(&h.topic)
+        .into_iter()
+        .collect();
     groups.extend(ctx.offsets.groups_of_topic(&h.topic));
-    let body = ObjectBuilder::new().field("groupList", json::string_array(&groups)).build();
+    let body = ObjectBuilder::new()
+        .field("groupList", json::string_array(&groups))
+        .build();
     ok_body(request, body.to_json())
 }
 
@@ -714,7 +1001,7 @@ pub fn query_topic_consume_by_who(ctx: &BrokerContext, request: &RemotingCommand
 pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let h: QueryTopicsByConsumerRequestHeader = match decode(request) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let mut topics: BTreeSet<String> = ctx.offsets.topics_of_group(&h.group).into_iter().collect();
     if let Some(info) = ctx.consumers.group(&h.group) {
@@ -729,7 +1016,10 @@ pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) 
 
 /// GET_BROKER_CONSUME_STATS (317): ConsumeStats of every online group, per subscribed topic.
 pub fn get_broker_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
-    let is_order = request.ext_fields.get("isOrder").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let is_order = request
+        .ext_fields
+        .get("isOrder")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let mut list = Vec::new();
     let mut total_diff: i64 = 0;
     let groups = ctx.groups.wrapper().subscription_group_table;
@@ -737,7 +1027,9 @@ pub fn get_broker_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) 
         if is_order && !sg.consume_message_orderly {
             continue;
         }
-        let Some(info) = ctx.consumers.group(&group) else { continue };
+        let Some(info) = ctx.consumers.group(&group) else {
+            continue;
+        };
         let mut per_topic = Vec::new();
         for topic in info.subscriptions.keys() {
             if topic.starts_with(topics::RETRY_GROUP_TOPIC_PREFIX) {
@@ -791,7 +1083,12 @@ mod tests {
         pairs.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
-    fn create_topic(ctx: &Arc<BrokerContext>, topic: &str, queues: &str, extra: &[(&str, &str)]) -> RemotingCommand {
+    fn create_topic(
+        ctx: &Arc<BrokerContext>,
+        topic: &str,
+        queues: &str,
+        extra: &[(&str, &str)],
+    ) -> RemotingCommand {
         let mut f = fields(&[
             ("topic", topic),
             ("defaultTopic", "TBW102"),
@@ -810,9 +1107,10 @@ mod tests {
     }
 
     fn body_json(r: &RemotingCommand) -> serde_json::Value {
-        serde_json::from_str(&crate::persist::fastjson_to_standard(std::str::from_utf8(&r.body).unwrap())).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&r.body))
-        })
+        serde_json::from_str(&crate::persist::fastjson_to_standard(
+            std::str::from_utf8(&r.body).unwrap(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.body)))
     }
 
     #[test]
@@ -827,32 +1125,96 @@ mod tests {
     #[test]
     fn topic_crud() {
         let (ctx, _) = test_context(BrokerConfig::default());
-        let r = create_topic(&ctx, "AdminTopic", "4", &[("attributes", "+message.type=NORMAL")]);
+        let r = create_topic(
+            &ctx,
+            "AdminTopic",
+            "4",
+            &[("attributes", "+message.type=NORMAL")],
+        );
         assert_eq!(r.code, 0, "{:?}", r.remark);
         let tc = ctx.topics.select("AdminTopic").unwrap();
-        assert_eq!((tc.read_queue_nums, tc.write_queue_nums, tc.perm), (4, 4, 6));
-        assert_eq!(tc.attributes.get("message.type").map(String::as_str), Some("NORMAL"));
+        assert_eq!(
+            (tc.read_queue_nums, tc.write_queue_nums, tc.perm),
+            (4, 4, 6)
+        );
+        assert_eq!(
+            tc.attributes.get("message.type").map(String::as_str),
+            Some("NORMAL")
+        );
         // Bad inputs.
-        assert_eq!(create_topic(&ctx, "bad topic", "4", &[]).code, ResponseCode::InvalidParameter.code());
-        assert_eq!(create_topic(&ctx, "SCHEDULE_TOPIC_XXXX", "4", &[]).code, ResponseCode::InvalidParameter.code());
-        assert_eq!(create_topic(&ctx, "T2", "-1", &[]).code, ResponseCode::InvalidParameter.code());
-        assert_eq!(create_topic(&ctx, "T2", "4", &[("topicFilterType", "X")]).code, ResponseCode::InvalidParameter.code());
-        assert_eq!(create_topic(&ctx, "T2", "4", &[("attributes", "+message.type=MIXED")]).code, ResponseCode::InvalidParameter.code());
-        assert_eq!(create_topic(&ctx, "T2", "4", &[("perm", "99")]).code, ResponseCode::InvalidParameter.code());
+        assert_eq!(
+            create_topic(&ctx, "bad topic", "4", &[]).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            create_topic(&ctx, "SCHEDULE_TOPIC_XXXX", "4", &[]).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            create_topic(&ctx, "T2", "-1", &[]).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            create_topic(&ctx, "T2", "4", &[("topicFilterType", "X")]).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            create_topic(&ctx, "T2", "4", &[("attributes", "+message.type=MIXED")]).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            create_topic(&ctx, "T2", "4", &[("perm", "99")]).code,
+            ResponseCode::InvalidParameter.code()
+        );
         let mut missing = RemotingCommand::request(17, 1);
         missing.ext_fields = fields(&[("topic", "T3")]);
         assert_eq!(call(&ctx, missing).code, ResponseCode::SystemError.code());
         // Get one / all.
-        let r = call(&ctx, req(RequestCode::GetTopicConfig, &GetTopicConfigRequestHeader { topic: "AdminTopic".into(), ..Default::default() }));
+        let r = call(
+            &ctx,
+            req(
+                RequestCode::GetTopicConfig,
+                &GetTopicConfigRequestHeader {
+                    topic: "AdminTopic".into(),
+                    ..Default::default()
+                },
+            ),
+        );
         assert_eq!(body_json(&r)["readQueueNums"], 4);
-        let r = call(&ctx, req(RequestCode::GetTopicConfig, &GetTopicConfigRequestHeader { topic: "Nope".into(), ..Default::default() }));
+        let r = call(
+            &ctx,
+            req(
+                RequestCode::GetTopicConfig,
+                &GetTopicConfigRequestHeader {
+                    topic: "Nope".into(),
+                    ..Default::default()
+                },
+            ),
+        );
         assert_eq!(r.code, ResponseCode::SystemError.code());
-        let r = call(&ctx, RemotingCommand::request(RequestCode::GetAllTopicConfig as i32, 1));
+        let r = call(
+            &ctx,
+            RemotingCommand::request(RequestCode::GetAllTopicConfig as i32, 1),
+        );
         let v = body_json(&r);
-        assert_eq!(v["topicConfigTable"]["AdminTopic"]["topicName"], "AdminTopic");
+        assert_eq!(
+            v["topicConfigTable"]["AdminTopic"]["topicName"],
+            "AdminTopic"
+        );
         assert!(v["dataVersion"]["counter"].as_i64().unwrap() >= 1);
         // Delete.
-        let del = |t: &str| call(&ctx, req(RequestCode::DeleteTopicInBroker, &DeleteTopicRequestHeader { topic: t.into(), ..Default::default() }));
+        let del = |t: &str| {
+            call(
+                &ctx,
+                req(
+                    RequestCode::DeleteTopicInBroker,
+                    &DeleteTopicRequestHeader {
+                        topic: t.into(),
+                        ..Default::default()
+                    },
+                ),
+            )
+        };
         assert_eq!(del("AdminTopic").code, 0);
         assert!(ctx.topics.select("AdminTopic").is_none());
         assert_eq!(del("TBW102").code, ResponseCode::InvalidParameter.code());
@@ -861,23 +1223,54 @@ mod tests {
     #[test]
     fn subscription_group_crud() {
         let (ctx, _) = test_context(BrokerConfig::default());
-        let body = r#"{"groupName":"GA","retryMaxTimes":5,"retryQueueNums":2,"consumeEnable":false}"#;
+        let body =
+            r#"{"groupName":"GA","retryMaxTimes":5,"retryQueueNums":2,"consumeEnable":false}"#;
         let r = call(&ctx, RemotingCommand::request(200, 1).with_body(body));
         assert_eq!(r.code, 0, "{:?}", r.remark);
         let g = ctx.groups.get("GA").unwrap();
-        assert_eq!((g.retry_max_times, g.retry_queue_nums, g.consume_enable, g.consume_timeout_minute), (5, 2, false, 15));
-        assert_eq!(call(&ctx, RemotingCommand::request(200, 1).with_body("{nope")).code, ResponseCode::InvalidParameter.code());
         assert_eq!(
-            call(&ctx, RemotingCommand::request(200, 1).with_body(r#"{"groupName":"bad group"}"#)).code,
+            (
+                g.retry_max_times,
+                g.retry_queue_nums,
+                g.consume_enable,
+                g.consume_timeout_minute
+            ),
+            (5, 2, false, 15)
+        );
+        assert_eq!(
+            call(&ctx, RemotingCommand::request(200, 1).with_body("{nope")).code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            call(
+                &ctx,
+                RemotingCommand::request(200, 1).with_body(r#"{"groupName":"bad group"}"#)
+            )
+            .code,
             ResponseCode::InvalidParameter.code()
         );
         let get = |g: &str| {
-            call(&ctx, req(RequestCode::GetSubscriptiongroupConfig, &GetSubscriptionGroupConfigRequestHeader { group: g.into(), ..Default::default() }))
+            call(
+                &ctx,
+                req(
+                    RequestCode::GetSubscriptiongroupConfig,
+                    &GetSubscriptionGroupConfigRequestHeader {
+                        group: g.into(),
+                        ..Default::default()
+                    },
+                ),
+            )
         };
         assert_eq!(body_json(&get("GA"))["retryMaxTimes"], 5);
-        assert_eq!(get("Nope").code, ResponseCode::SubscriptionGroupNotExist.code());
+        assert_eq!(
+            get("Nope").code,
+            ResponseCode::SubscriptionGroupNotExist.code()
+        );
         let all = call(&ctx, RemotingCommand::request(201, 1));
-        assert_eq!(body_json(&all)["subscriptionGroupTable"]["GA"]["groupName"], "GA");
+        assert_eq!(
+            body_json(&all)["subscriptionGroupTable"]["GA"]["groupName"],
+            "GA"
+        );
         ctx.offsets.commit_offset("GA", "T", 0, 5);
         let mut del = RemotingCommand::request(207, 1);
         del.ext_fields = fields(&[("groupName", "GA"), ("cleanOffset", "true")]);
@@ -926,7 +1319,12 @@ mod tests {
         }
         assert!(kv.table["commitLogMaxOffset"].parse::<i64>().unwrap() > 0);
         assert!(kv.table["earliestMessageTimeStamp"].parse::<i64>().unwrap() > 0);
-        let first_tps: f64 = kv.table["putTps"].split(' ').next().unwrap().parse().unwrap();
+        let first_tps: f64 = kv.table["putTps"]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert_eq!(first_tps, 0.0);
     }
 
@@ -936,37 +1334,92 @@ mod tests {
         for _ in 0..3 {
             send_simple(&ctx, "StatTopic", 1, "", b"x");
         }
-        let r = call(&ctx, req(RequestCode::GetTopicStatsInfo, &GetTopicStatsInfoRequestHeader { topic: "StatTopic".into(), ..Default::default() }));
+        let r = call(
+            &ctx,
+            req(
+                RequestCode::GetTopicStatsInfo,
+                &GetTopicStatsInfoRequestHeader {
+                    topic: "StatTopic".into(),
+                    ..Default::default()
+                },
+            ),
+        );
         let t = TopicStatsTable::decode(&r.body).unwrap();
         assert_eq!(t.offset_table.len(), 4);
-        let q1 = &t.offset_table[&MessageQueue::new("StatTopic", ctx.config.broker_name.clone(), 1)];
+        let q1 =
+            &t.offset_table[&MessageQueue::new("StatTopic", ctx.config.broker_name.clone(), 1)];
         assert_eq!((q1.min_offset, q1.max_offset), (0, 3));
         assert!(q1.last_update_timestamp > 0);
-        let r = call(&ctx, req(RequestCode::GetTopicStatsInfo, &GetTopicStatsInfoRequestHeader { topic: "None".into(), ..Default::default() }));
+        let r = call(
+            &ctx,
+            req(
+                RequestCode::GetTopicStatsInfo,
+                &GetTopicStatsInfoRequestHeader {
+                    topic: "None".into(),
+                    ..Default::default()
+                },
+            ),
+        );
         assert_eq!(r.code, ResponseCode::TopicNotExist.code());
         ctx.offsets.commit_offset("SG", "StatTopic", 1, 2);
-        let h = GetConsumeStatsRequestHeader { consumer_group: "SG".into(), ..Default::default() };
+        let h = GetConsumeStatsRequestHeader {
+            consumer_group: "SG".into(),
+            ..Default::default()
+        };
         let r = call(&ctx, req(RequestCode::GetConsumeStats, &h));
         let s = ConsumeStats::decode(&r.body).unwrap();
         let w = s.offset_table[&MessageQueue::new("StatTopic", ctx.config.broker_name.clone(), 1)];
-        assert_eq!((w.broker_offset, w.consumer_offset, w.pull_offset), (3, 2, 2));
+        assert_eq!(
+            (w.broker_offset, w.consumer_offset, w.pull_offset),
+            (3, 2, 2)
+        );
         assert!(w.last_timestamp > 0);
         assert_eq!(s.total_diff(), 1);
-        let by_who = call(&ctx, req(RequestCode::QueryTopicConsumeByWho, &QueryTopicConsumeByWhoRequestHeader { topic: "StatTopic".into(), ..Default::default() }));
+        let by_who = call(
+            &ctx,
+            req(
+                RequestCode::QueryTopicConsumeByWho,
+                &QueryTopicConsumeByWhoRequestHeader {
+                    topic: "StatTopic".into(),
+                    ..Default::default()
+                },
+            ),
+        );
         assert_eq!(body_json(&by_who)["groupList"][0], "SG");
-        let by_group = call(&ctx, req(RequestCode::QueryTopicsByConsumer, &QueryTopicsByConsumerRequestHeader { group: "SG".into(), ..Default::default() }));
+        let by_group = call(
+            &ctx,
+            req(
+                RequestCode::QueryTopicsByConsumer,
+                &QueryTopicsByConsumerRequestHeader {
+                    group: "SG".into(),
+                    ..Default::default()
+                },
+            ),
+        );
         assert_eq!(body_json(&by_group)["topicList"][0], "StatTopic");
-        let all = call(&ctx, RemotingCommand::request(RequestCode::GetAllConsumerOffset as i32, 1));
-        assert!(std::str::from_utf8(&all.body).unwrap().contains("\"StatTopic@SG\":{1:2}"));
+        let all = call(
+            &ctx,
+            RemotingCommand::request(RequestCode::GetAllConsumerOffset as i32, 1),
+        );
+        assert!(std::str::from_utf8(&all.body)
+            .unwrap()
+            .contains("\"StatTopic@SG\":{1:2}"));
     }
 
     #[test]
     fn connections_and_broker_consume_stats() {
         let (ctx, _) = test_context(BrokerConfig::default());
-        let h = GetConsumerConnectionListRequestHeader { consumer_group: "CG".into(), ..Default::default() };
-        assert_eq!(call(&ctx, req(RequestCode::GetConsumerConnectionList, &h)).code, ResponseCode::ConsumerNotOnline.code());
+        let h = GetConsumerConnectionListRequestHeader {
+            consumer_group: "CG".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            call(&ctx, req(RequestCode::GetConsumerConnectionList, &h)).code,
+            ResponseCode::ConsumerNotOnline.code()
+        );
         ctx.groups.find("CG");
-        ctx.topics.update(TopicConfig::new("CTopic").with_queues(2, 2));
+        ctx.topics
+            .update(TopicConfig::new("CTopic").with_queues(2, 2));
         heartbeat_consumer(&ctx, "CG", "CTopic", "*", 1);
         let r = call(&ctx, req(RequestCode::GetConsumerConnectionList, &h));
         assert_eq!(r.code, 0, "{:?}", r.remark);
@@ -974,12 +1427,25 @@ mod tests {
         assert_eq!(v["connectionSet"][0]["clientId"], "client-1");
         assert_eq!(v["messageModel"], "CLUSTERING");
         assert_eq!(v["subscriptionTable"]["CTopic"]["subString"], "*");
-        let p = GetProducerConnectionListRequestHeader { producer_group: "NoPG".into(), ..Default::default() };
-        assert_eq!(call(&ctx, req(RequestCode::GetProducerConnectionList, &p)).code, ResponseCode::SystemError.code());
-        let r = call(&ctx, RemotingCommand::request(RequestCode::GetBrokerConsumeStats as i32, 1).with_ext("isOrder", "false"));
+        let p = GetProducerConnectionListRequestHeader {
+            producer_group: "NoPG".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            call(&ctx, req(RequestCode::GetProducerConnectionList, &p)).code,
+            ResponseCode::SystemError.code()
+        );
+        let r = call(
+            &ctx,
+            RemotingCommand::request(RequestCode::GetBrokerConsumeStats as i32, 1)
+                .with_ext("isOrder", "false"),
+        );
         // MessageQueue object keys: only the fastjson-dialect reader parses this.
         let v = json::parse(&r.body).unwrap();
-        let list = v.get("consumeStatsList").and_then(|l| l.as_array()).unwrap();
+        let list = v
+            .get("consumeStatsList")
+            .and_then(|l| l.as_array())
+            .unwrap();
         let per_topic = list[0].get("CG").and_then(|x| x.as_array()).unwrap();
         let stats = ConsumeStats::decode(per_topic[0].to_json().as_bytes()).unwrap();
         assert_eq!(stats.offset_table.len(), 2);
@@ -992,28 +1458,55 @@ mod tests {
         let text = std::str::from_utf8(&r.body).unwrap();
         assert!(text.contains("brokerClusterName=DefaultCluster"));
         assert!(r.ext_fields.get("version").unwrap().contains("counter"));
-        let up = |body: &str| call(&ctx, RemotingCommand::request(25, 1).with_body(body.to_string()));
-        assert_eq!(up("rocketmqHome=/x").code, ResponseCode::NoPermission.code());
-        assert_eq!(up("autoCreateTopicEnable=maybe").code, ResponseCode::InvalidParameter.code());
-        assert_eq!(up("noSuchKeyAtAll=1").code, ResponseCode::InvalidParameter.code());
+        let up = |body: &str| {
+            call(
+                &ctx,
+                RemotingCommand::request(25, 1).with_body(body.to_string()),
+            )
+        };
+        assert_eq!(
+            up("rocketmqHome=/x").code,
+            ResponseCode::NoPermission.code()
+        );
+        assert_eq!(
+            up("autoCreateTopicEnable=maybe").code,
+            ResponseCode::InvalidParameter.code()
+        );
+        assert_eq!(
+            up("noSuchKeyAtAll=1").code,
+            ResponseCode::InvalidParameter.code()
+        );
         assert_eq!(up("").code, ResponseCode::InvalidParameter.code());
-        assert_eq!(up("autoCreateTopicEnable=false").code, ResponseCode::SystemError.code(), "never a silent no-op");
+        assert_eq!(
+            up("autoCreateTopicEnable=false").code,
+            ResponseCode::SystemError.code(),
+            "never a silent no-op"
+        );
     }
 
     #[test]
     fn reset_offset_by_timestamp_server_side() {
         let (ctx, _) = test_context(BrokerConfig::default());
-        ctx.topics.update(TopicConfig::new("RTopic").with_queues(1, 1));
+        ctx.topics
+            .update(TopicConfig::new("RTopic").with_queues(1, 1));
         for _ in 0..5 {
             send_simple(&ctx, "RTopic", 0, "", b"x");
         }
         ctx.offsets.commit_offset("RG", "RTopic", 0, 5);
         let mut r = RemotingCommand::request(222, 1);
-        r.ext_fields = fields(&[("group", "RG"), ("topic", "RTopic"), ("timestamp", "0"), ("isForce", "true")]);
+        r.ext_fields = fields(&[
+            ("group", "RG"),
+            ("topic", "RTopic"),
+            ("timestamp", "0"),
+            ("isForce", "true"),
+        ]);
         let resp = call(&ctx, r.clone());
         assert_eq!(resp.code, 0, "{:?}", resp.remark);
         let body = ResetOffsetBody::decode(&resp.body).unwrap();
-        assert_eq!(body.offset_table.values().copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(
+            body.offset_table.values().copied().collect::<Vec<_>>(),
+            vec![0]
+        );
         assert_eq!(ctx.offsets.peek_reset_offset("RG", "RTopic", 0), Some(0));
         assert_eq!(ctx.offsets.query_offset("RG", "RTopic", 0), Some(0));
         // Without force, a reset never moves a group forward.
@@ -1021,19 +1514,34 @@ mod tests {
         r.ext_fields.insert("isForce", "false");
         r.ext_fields.insert("timestamp", "-1");
         let body = ResetOffsetBody::decode(&call(&ctx, r.clone()).body).unwrap();
-        assert_eq!(body.offset_table.values().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(
+            body.offset_table.values().copied().collect::<Vec<_>>(),
+            vec![1]
+        );
         r.ext_fields.insert("topic", "Missing");
         assert_eq!(call(&ctx, r).code, ResponseCode::TopicNotExist.code());
     }
 
     #[test]
     fn reset_offset_legacy_push() {
-        let cfg = BrokerConfig { use_server_side_reset_offset: false, ..BrokerConfig::default() };
+        let cfg = BrokerConfig {
+            use_server_side_reset_offset: false,
+            ..BrokerConfig::default()
+        };
         let (ctx, _) = test_context(cfg);
-        ctx.topics.update(TopicConfig::new("LTopic").with_queues(1, 1));
+        ctx.topics
+            .update(TopicConfig::new("LTopic").with_queues(1, 1));
         let mut r = RemotingCommand::request(222, 1);
-        r.ext_fields = fields(&[("group", "LG"), ("topic", "LTopic"), ("timestamp", "0"), ("isForce", "true")]);
-        assert_eq!(call(&ctx, r.clone()).code, ResponseCode::ConsumerNotOnline.code());
+        r.ext_fields = fields(&[
+            ("group", "LG"),
+            ("topic", "LTopic"),
+            ("timestamp", "0"),
+            ("isForce", "true"),
+        ]);
+        assert_eq!(
+            call(&ctx, r.clone()).code,
+            ResponseCode::ConsumerNotOnline.code()
+        );
         let ch = FakeChannel::new(7);
         let hb = serde_json::json!({
             "clientID": "c7",
@@ -1041,9 +1549,17 @@ mod tests {
                 "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                 "subscriptionDataSet": [{"topic": "LTopic", "subString": "*", "expressionType": "TAG", "subVersion": 1}]}]
         });
-        crate::test_support::run_on(&ctx, RemotingCommand::request(34, 1).with_body(hb.to_string()), &ch);
+        crate::test_support::run_on(
+            &ctx,
+            RemotingCommand::request(34, 1).with_body(hb.to_string()),
+            &ch,
+        );
         assert_eq!(call(&ctx, r).code, 0);
-        let pushed = ch.sent().into_iter().find(|c| c.code == RequestCode::ResetConsumerClientOffset as i32).expect("220 pushed");
+        let pushed = ch
+            .sent()
+            .into_iter()
+            .find(|c| c.code == RequestCode::ResetConsumerClientOffset as i32)
+            .expect("220 pushed");
         assert_eq!(pushed.ext_fields.get("group"), Some("LG"));
         assert!(pushed.is_oneway());
         assert!(ResetOffsetBody::decode(&pushed.body).is_ok());
@@ -1052,14 +1568,27 @@ mod tests {
     #[test]
     fn small_lookups() {
         let (ctx, _) = test_context(BrokerConfig::default());
-        let r = call(&ctx, RemotingCommand::request(RequestCode::GetSystemTopicListFromBroker as i32, 1));
+        let r = call(
+            &ctx,
+            RemotingCommand::request(RequestCode::GetSystemTopicListFromBroker as i32, 1),
+        );
         let v = body_json(&r);
-        let list: Vec<&str> = v["topicList"].as_array().unwrap().iter().filter_map(|x| x.as_str()).collect();
+        let list: Vec<&str> = v["topicList"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x.as_str())
+            .collect();
         assert!(list.contains(&"SCHEDULE_TOPIC_XXXX") && list.contains(&"TBW102"));
         assert_eq!(call(&ctx, RemotingCommand::request(306, 1)).code, 0);
         assert_eq!(call(&ctx, RemotingCommand::request(316, 1)).code, 0);
-        let d = call(&ctx, RemotingCommand::request(RequestCode::GetAllDelayOffset as i32, 1));
-        assert!(std::str::from_utf8(&d.body).unwrap().contains("offsetTable"));
+        let d = call(
+            &ctx,
+            RemotingCommand::request(RequestCode::GetAllDelayOffset as i32, 1),
+        );
+        assert!(std::str::from_utf8(&d.body)
+            .unwrap()
+            .contains("offsetTable"));
         let big = RemotingCommand::request(200, 1).with_body(vec![b' '; MAX_ADMIN_BODY_BYTES + 1]);
         assert_eq!(call(&ctx, big).code, ResponseCode::InvalidParameter.code());
     }

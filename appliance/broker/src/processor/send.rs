@@ -481,9 +481,13 @@ fn prepare_single(
                     sysflag::reset_transaction_value(sys_flag, sysflag::TransactionType::NotType);
             } else if scheduled {
                 // The schedule module's put hook: REAL_TOPIC/REAL_QID, level clamp, queue.
-                if let Some(parked) =
-                    crate::schedule::park_delayed(&mut map, &topic, queue_id, delay_level, ctx.delay_levels_ms.len())
-                {
+                if let Some(parked) = crate::schedule::park_delayed(
+                    &mut map,
+                    &topic,
+                    queue_id,
+                    delay_level,
+                    ctx.delay_levels_ms.len(),
+                ) {
                     topic = parked.topic;
                     queue_id = parked.queue_id;
                 }

@@ -133,7 +133,8 @@ impl Matches {
         }
     }
 
-    /// Inserts a value (tests and commands that fill in defaults).
+    /// Inserts a value (tests).
+    #[cfg(test)]
     pub fn set(&mut self, long: &'static str, value: impl Into<String>) {
         self.values.insert(long, value.into());
     }
@@ -264,7 +265,7 @@ fn flag_name(o: &Opt) -> String {
 }
 
 /// The command list mqadmin prints without arguments.
-pub fn command_list(cmds: &[Cmd]) -> String {
+pub fn command_list(cmds: &[&Cmd]) -> String {
     let mut out = String::from("The most commonly used mqadmin commands are:\n");
     for c in cmds {
         out.push_str(&format!("   {:<35} {}\n", c.name, c.desc));

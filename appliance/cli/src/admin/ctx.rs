@@ -114,7 +114,7 @@ impl Ctx {
         let names = cluster_brokers(&info, cluster)?;
         let mut out: Vec<String> = names
             .iter()
-            .filter_map(|n| info.broker_addr_table.get(n)?.broker_addrs.get(&MASTER_ID).cloned())
+            .filter_map(|n| info.broker_addr_table.get(*n)?.broker_addrs.get(&MASTER_ID).cloned())
             .collect();
         out.sort();
         out.dedup();

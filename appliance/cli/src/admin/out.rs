@@ -32,10 +32,6 @@ impl Out {
         self.captured.as_deref().unwrap_or("")
     }
 
-    pub fn is_json(&self) -> bool {
-        self.json
-    }
-
     fn write(&mut self, s: &str) {
         match &mut self.captured {
             Some(buf) => buf.push_str(s),

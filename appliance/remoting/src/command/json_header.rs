@@ -694,15 +694,19 @@ mod tests {
     fn measure_send_v2_decode() {
         let header = br#"{"code":310,"extFields":{"a":"please_rename_unique_group_name","b":"TopicTest","c":"TBW102","d":"4","e":"3","f":"0","g":"1700000000000","h":"0","i":"TAGS\u0001TagA\u0002KEYS\u0001OrderID188\u0002UNIQ_KEY\u00017F0000017A6418B4AAC2580000000000\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false","n":"broker-a"},"flag":0,"language":"JAVA","opaque":42,"serializeTypeCurrentRPC":"JSON","version":481}"#;
         let rounds = 20_000u32;
-        let start = std::time::Instant::now();
-        let mut total = 0usize;
-        for _ in 0..rounds {
-            total += read(std::hint::black_box(header)).unwrap().ext_fields.len();
+        // Best of several batches: the build machine is shared, the minimum is the signal.
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..10 {
+            let start = std::time::Instant::now();
+            let mut total = 0usize;
+            for _ in 0..rounds {
+                total += read(std::hint::black_box(header)).unwrap().ext_fields.len();
+            }
+            best = best.min(start.elapsed() / rounds);
+            assert_eq!(total, 13 * rounds as usize);
         }
-        let per = start.elapsed() / rounds;
-        assert_eq!(total, 13 * rounds as usize);
         eprintln!(
-            "SEND_MESSAGE_V2 JSON header decode: {per:?} per header ({} bytes)",
+            "SEND_MESSAGE_V2 JSON header decode: {best:?} per header ({} bytes)",
             header.len()
         );
     }

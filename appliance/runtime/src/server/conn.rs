@@ -31,8 +31,13 @@ const INLINE_BODY_MAX_BYTES: usize = 8 * 1024;
 /// Room reserved for one encoded header (a JSON response header is ~200-400 bytes; the
 /// buffer grows if a header is larger).
 const HEADER_RESERVE_BYTES: usize = 512;
-/// Initial write buffer; also the minimum size it is re-allocated at.
-const WRITE_BUF_BYTES: usize = 16 * 1024;
+/// Initial write buffer; also the minimum size it is re-allocated at. Small, because every
+/// connection holds one, idle or not.
+const WRITE_BUF_BYTES: usize = 4 * 1024;
+/// Smallest read offered to the socket. Reads start here and double while they fill the
+/// offered space (up to `ServerTuning::read_chunk_bytes`), so an idle connection pins a
+/// few KiB under its pending receive, not the full chunk.
+const MIN_READ_CHUNK_BYTES: usize = 4 * 1024;
 /// Chunks per vectored write (well under IOV_MAX = 1024).
 const MAX_IOVECS: usize = 64;
 
@@ -562,7 +567,9 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
         code: Cell::new(0),
         responder: Cell::new(ResponderState::Available),
     };
-    let mut rbuf = BytesMut::with_capacity(core.tuning.read_chunk_bytes);
+    let max_chunk = core.tuning.read_chunk_bytes.max(MIN_READ_CHUNK_BYTES);
+    let mut chunk = MIN_READ_CHUNK_BYTES;
+    let mut rbuf = BytesMut::with_capacity(chunk);
     loop {
         // Serve every complete frame already buffered.
         loop {
@@ -611,7 +618,8 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
             Ok(Some(frame_bytes)) => frame_bytes.saturating_sub(rbuf.len()),
             _ => 0,
         };
-        rbuf.reserve(rest_of_frame.max(core.tuning.read_chunk_bytes));
+        rbuf.reserve(rest_of_frame.max(chunk));
+        let offered = rbuf.capacity() - rbuf.len();
         // `uninit()` makes the read append after the buffered partial frame (a plain
         // BytesMut read would fill from offset 0).
         let BufResult(result, back) = stream.read(rbuf.uninit()).await;
@@ -622,7 +630,15 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
                 conn.close("peer closed the connection");
                 return;
             }
-            Ok(_) => conn.touch(core.now()),
+            Ok(n) => {
+                conn.touch(core.now());
+                // Adapt the offered size to the traffic, as Netty's adaptive allocator does.
+                if n == offered {
+                    chunk = (chunk * 2).min(max_chunk);
+                } else if n < chunk / 8 {
+                    chunk = (chunk / 2).max(MIN_READ_CHUNK_BYTES);
+                }
+            }
             Err(e) => {
                 if conn.phase() == Phase::Open {
                     conn.close_with(&format!("read failed: {e}"));

@@ -641,9 +641,13 @@ struct CoreSetup {
 fn build_runtime(tuning: &ServerTuning) -> io::Result<compio::runtime::Runtime> {
     let mut proactor = compio::driver::ProactorBuilder::new();
     proactor.capacity(tuning.io_uring_entries);
-    // Each core is the only submitter of its ring; let the kernel run completions
-    // cooperatively instead of interrupting the core with task work.
-    proactor.coop_taskrun(true).taskrun_flag(true);
+    if tuning.io_uring_defer_taskrun {
+        proactor.single_issuer(true).defer_taskrun(true);
+    } else {
+        // Each core is the only submitter of its ring; let the kernel run completions
+        // cooperatively instead of interrupting the core with task work.
+        proactor.coop_taskrun(true).taskrun_flag(true);
+    }
     let rt = compio::runtime::RuntimeBuilder::new()
         .with_proactor(proactor)
         .build()?;

@@ -1,0 +1,781 @@
+#!/usr/bin/env python3
+"""ringmq mode-matrix benchmark and broker comparison (Python 3 stdlib only).
+
+    python3 benches/modes/run.py [--quick] [--out benches/results/<timestamp>]
+    python3 benches/modes/run.py --target HOST:PORT [--pairs N]     # vs another broker
+    python3 benches/modes/run.py --dry-run                           # plan only
+    python3 benches/modes/run.py --render benches/results/X/results.json
+
+Owns the orchestration: for every cell of SYNC_FLUSH/ASYNC_FLUSH x mmap/direct (plus
+SYNC_MASTER/ASYNC_MASTER with a slave once the broker listens on haListenPort) it starts a
+fresh namesrv + broker of its own (free loopback ports, store in a temp dir under the
+repo's target/ -- the same disk as the repo), drives the same closed-loop load with
+`ringmq bench producer --json` (warm-up run, then the measured run), and samples
+/proc/<broker>/stat and /proc/<broker>/task/*/stat around the measured run for broker CPU
+per message and the busiest threads. The raw disk is measured in the same run
+(disk.py); parsing, ratios and rendering live in report.py; the Remoting calls the
+harness makes itself (readiness, runtime info) in remoting.py.
+
+Everything it starts it stops (SIGTERM, then SIGKILL by pid after a timeout); every wait is
+bounded; the whole run is held to a time budget (--budget-secs), skipping cells that would
+not fit rather than overrunning.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import disk  # noqa: E402
+import remoting  # noqa: E402
+import report  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+DEFAULT_BINARY = os.path.join(REPO, "target", "release", "ringmq")
+TMP_BASE = os.path.join(REPO, "target", "modes-bench")
+TOPIC = "ModesBench"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+O_DIRECT_FLAG = 0o40000  # x86-64/arm64 value of O_DIRECT in /proc/<pid>/fdinfo flags
+README_BEGIN = "<!-- modes:latest:begin -->"
+README_END = "<!-- modes:latest:end -->"
+
+
+def log(msg):
+    print("[modes %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+# ---------------------------------------------------------------- plan
+
+def matrix_cells():
+    """The base matrix: flush type x write mode, all ASYNC_MASTER without a slave."""
+    cells = []
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        for wm in ("mmap", "direct"):
+            cells.append({"name": "%s/%s" % (flush, wm), "flush": flush, "write_mode": wm,
+                          "role": "ASYNC_MASTER", "slave": False})
+    return cells
+
+
+def ha_cells():
+    """Replication cells, run only when the master listens on haListenPort."""
+    return [{"name": "ASYNC_FLUSH/mmap+%s" % role, "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+             "role": role, "slave": True} for role in ("ASYNC_MASTER", "SYNC_MASTER")]
+
+
+def settings(args):
+    """Timing and load for this run; --quick shrinks timing, flags override."""
+    quick = args.quick
+    s = {
+        "warmup_secs": args.warmup if args.warmup is not None else (3 if quick else 5),
+        "measure_secs": args.measure if args.measure is not None else (8 if quick else 25),
+        "repeats": args.repeats if args.repeats is not None else (1 if quick else 2),
+        "concurrency": args.concurrency,
+        "connections": args.connections,
+        "threads": args.threads,
+        "size": args.size,
+        "calibrate": args.concurrency is None and not quick,
+        "budget_secs": args.budget_secs or (240 if quick else 840),
+        "quick": quick,
+    }
+    if s["concurrency"] is None and not s["calibrate"]:
+        s["concurrency"] = 256
+    return s
+
+
+def namesrv_conf(port, d):
+    return ("listenPort=%d\nkvConfigPath=%s\nconfigStorePath=%s\n"
+            % (port, os.path.join(d, "namesrv", "kvConfig.json"),
+               os.path.join(d, "namesrv", "namesrv.properties")))
+
+
+def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, name="bench"):
+    """broker.conf text with RocketMQ key names; `role` overrides the cell's (for the slave)."""
+    lines = [
+        "brokerClusterName=ModesBench",
+        "brokerName=%s" % name,
+        "brokerId=%d" % broker_id,
+        "brokerIP1=127.0.0.1",
+        "brokerIP2=127.0.0.1",
+        "listenPort=%d" % port,
+        "haListenPort=%d" % (port + 1),
+        "namesrvAddr=127.0.0.1:%d" % namesrv_port,
+        "storePathRootDir=%s" % store_dir,
+        "flushDiskType=%s" % cell["flush"],
+        "ringmq.writeMode=%s" % cell["write_mode"],
+        "brokerRole=%s" % (role or cell["role"]),
+        "autoCreateTopicEnable=true",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC):
+    return [binary, "bench", "producer", "-n", namesrv, "-t", topic,
+            "-s", str(s["size"]), "-w", str(concurrency or s["concurrency"]),
+            "-c", str(s["connections"]), "--threads", str(s["threads"]),
+            "-d", str(int(secs)), "--send-mode", "sync", "--timeout-ms", "5000",
+            "--quiet", "--json"]
+
+
+def cell_estimate_secs(s):
+    # start (incl. 1 GiB segment allocation) + warm-up + measured + stop and cleanup
+    return 8 + s["warmup_secs"] + s["measure_secs"] + 6
+
+
+# ---------------------------------------------------------------- processes
+
+def port_free(port):
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def pick_ports(count_brokers=1):
+    """A namesrv port and broker ports p with p-2 (VIP channel), p and p+1 (HA) all free,
+    below the ephemeral range so client sockets do not take them mid-run."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(12000, 30000, 10)
+        wanted = [base] + [base + 5 + 5 * i + d for i in range(count_brokers) for d in (-2, 0, 1)]
+        if all(port_free(p) for p in wanted):
+            return base, [base + 5 + 5 * i for i in range(count_brokers)]
+    raise RuntimeError("no free port block found on 127.0.0.1")
+
+
+class Proc:
+    """A child process we started, its output in a log file; stopped only by its pid."""
+
+    def __init__(self, argv, log_path, env=None):
+        self.log_path = log_path
+        self.logf = open(log_path, "wb")
+        self.p = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=env)
+        self.pid = self.p.pid
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, timeout=20.0):
+        if self.p.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log("pid %d did not stop in %.0fs after SIGTERM; SIGKILL" % (self.pid, timeout))
+                os.kill(self.pid, signal.SIGKILL)
+                self.p.wait(timeout=10)
+        self.logf.close()
+        return self.p.returncode
+
+    def tail(self, n=15):
+        try:
+            with open(self.log_path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return ""
+
+    def text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+def wait_until(pred, timeout, what, alive=None, step=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise RuntimeError("%s: the process exited" % what)
+        try:
+            if pred():
+                return
+        except (OSError, remoting.RemotingError, ValueError):
+            pass
+        time.sleep(step)
+    raise RuntimeError("%s: not ready within %.0fs" % (what, timeout))
+
+
+class Cluster:
+    """namesrv + broker (+ slave) for one cell, in a fresh store under TMP_BASE."""
+
+    def __init__(self, binary, cell, logdir, tag):
+        self.binary, self.cell, self.logdir, self.tag = binary, cell, logdir, tag
+        self.procs = []
+        self.broker = self.slave = None
+        os.makedirs(TMP_BASE, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix="cell-", dir=TMP_BASE)
+
+    def start(self):
+        env = dict(os.environ)
+        env.setdefault("RINGMQ_LOG", "info")
+        n_brokers = 2 if self.cell.get("slave") else 1
+        ns_port, broker_ports = pick_ports(n_brokers)
+        self.namesrv = "127.0.0.1:%d" % ns_port
+        self.broker_addr = "127.0.0.1:%d" % broker_ports[0]
+        self.ha_port = broker_ports[0] + 1
+        ns_conf = os.path.join(self.dir, "namesrv.conf")
+        with open(ns_conf, "w") as f:
+            f.write(namesrv_conf(ns_port, self.dir))
+        ns = Proc([self.binary, "namesrv", "-c", ns_conf],
+                  os.path.join(self.logdir, "%s.namesrv.log" % self.tag), env)
+        self.procs.append(ns)
+        wait_until(lambda: remoting.probe(self.namesrv), 30, "namesrv", ns.alive)
+        confs = [(broker_ports[0], 0, None, "store-master")]
+        if self.cell.get("slave"):
+            confs.append((broker_ports[1], 1, "SLAVE", "store-slave"))
+        for port, bid, role, sub in confs:
+            path = os.path.join(self.dir, "broker-%d.conf" % bid)
+            with open(path, "w") as f:
+                f.write(broker_conf(self.cell, port, ns_port, os.path.join(self.dir, sub),
+                                    broker_id=bid, role=role))
+            p = Proc([self.binary, "broker", "-c", path],
+                     os.path.join(self.logdir, "%s.broker%d.log" % (self.tag, bid)), env)
+            self.procs.append(p)
+            if bid == 0:
+                self.broker = p
+            else:
+                self.slave = p
+            wait_until(lambda: remoting.probe("127.0.0.1:%d" % port), 60,
+                       "broker %d" % bid, p.alive)
+        # The bench auto-creates its topic from TBW102's route: wait for the registration.
+        wait_until(lambda: remoting.route_code(self.namesrv, "TBW102") == remoting.SUCCESS,
+                   40, "broker registration with the namesrv", self.broker.alive, step=0.25)
+
+    def ha_listening(self):
+        return remoting.probe("127.0.0.1:%d" % self.ha_port)
+
+    def stop(self):
+        broker_log = ""
+        for p in reversed(self.procs):
+            p.stop()
+        if self.broker is not None:
+            broker_log = self.broker.text()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return broker_log
+
+
+def read_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return report.parse_proc_stat(f.read())[1]
+
+
+def read_tasks(pid):
+    out = {}
+    base = "/proc/%d/task" % pid
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("%s/%s/stat" % (base, tid)) as f:
+                out[int(tid)] = report.parse_proc_stat(f.read())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def read_machine():
+    with open("/proc/stat") as f:
+        return report.parse_cpu_line(f.readline())
+
+
+def commitlog_fds(pid):
+    """(fds open on a commitlog file, how many of them with O_DIRECT): checks that the
+    write mode asked for is the one the broker uses."""
+    total = direct = 0
+    base = "/proc/%d/fd" % pid
+    try:
+        fds = os.listdir(base)
+    except OSError:
+        return 0, 0
+    for fd in fds:
+        try:
+            target = os.readlink("%s/%s" % (base, fd))
+        except OSError:
+            continue
+        if "/commitlog/" not in target:
+            continue
+        total += 1
+        try:
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                for line in f:
+                    if line.startswith("flags:") and int(line.split()[1], 8) & O_DIRECT_FLAG:
+                        direct += 1
+        except (OSError, ValueError):
+            continue
+    return total, direct
+
+
+def run_bench(argv, timeout):
+    """Runs one bench process; returns (summary or None, stdout, stderr, client CPU secs).
+
+    Reaped with wait4 so the load generator's own CPU time is known.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        status, usage = None, None
+        while True:
+            pid, st, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid == p.pid:
+                status, usage = st, ru
+                break
+            if time.monotonic() > deadline:
+                log("bench pid %d ran past %.0fs; SIGKILL" % (p.pid, timeout))
+                os.kill(p.pid, signal.SIGKILL)
+                _, status, usage = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.05)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace")
+    try:
+        summary = report.parse_bench_json(stdout)
+    except ValueError:
+        summary = None
+    return summary, stdout, stderr, usage.ru_utime + usage.ru_stime
+
+
+def safe_runtime_info(addr):
+    try:
+        return remoting.runtime_info(addr)
+    except (OSError, remoting.RemotingError, ValueError):
+        return {}
+
+
+def measured_run(binary, cluster, s, concurrency=None, secs=None):
+    """One measured bench run with CPU, thread, log-offset and lock-hold sampling."""
+    secs = secs or s["measure_secs"]
+    pid = cluster.broker.pid
+    info0 = safe_runtime_info(cluster.broker_addr)
+    ticks0, tasks0, mach0 = read_ticks(pid), read_tasks(pid), read_machine()
+    summary, stdout, stderr, client_cpu = run_bench(
+        bench_argv(binary, cluster.namesrv, s, secs, concurrency), timeout=secs + 60)
+    ticks1, tasks1, mach1 = read_ticks(pid), read_tasks(pid), read_machine()
+    info1 = safe_runtime_info(cluster.broker_addr)
+    run = {"bench": summary, "concurrency": concurrency or s["concurrency"]}
+    if summary is None:
+        run["error"] = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["?"])[-1]
+        return run
+    msgs, elapsed = summary.get("messages", 0), summary.get("elapsed_secs") or secs
+    run["broker_cpu_us_per_msg"] = report.cpu_us_per_msg(ticks0, ticks1, CLK_TCK, msgs)
+    run["client_cpu_us_per_msg"] = client_cpu * 1e6 / msgs if msgs else None
+    run["threads"] = report.thread_cpu(tasks0, tasks1, CLK_TCK, elapsed)
+    dbusy, dio, dtotal = (mach1[i] - mach0[i] for i in range(3))
+    run["machine_busy_pct"] = 100.0 * dbusy / dtotal if dtotal else None
+    run["iowait_pct"] = 100.0 * dio / dtotal if dtotal else None
+    try:
+        dlog = int(info1.get("commitLogMaxOffset", 0)) - int(info0.get("commitLogMaxOffset", 0))
+        run["log_mib_per_s"] = dlog / report.MIB / elapsed if dlog > 0 else None
+    except ValueError:
+        run["log_mib_per_s"] = None
+    run["lock_hold"] = report.extract_lock_hold(info1)
+    run["runtime_info_ringmq"] = {k: v for k, v in info1.items()
+                                  if k.lower().startswith("ringmq") or "lock" in k.lower()}
+    run["commitlog_fds"], run["commitlog_direct_fds"] = commitlog_fds(pid)
+    return run
+
+
+# ---------------------------------------------------------------- the matrix
+
+def run_cell(binary, cell, s, logdir, tag, notes):
+    """Fresh cluster, warm-up, one measured run. Returns a run dict (or one with error)."""
+    cluster = Cluster(binary, cell, logdir, tag)
+    run = {}
+    try:
+        cluster.start()
+        if cell.get("slave") and not cluster.ha_listening():
+            run = {"skip": "HA not available: nothing listens on haListenPort %d"
+                   % cluster.ha_port}
+            return run
+        warm, _, werr, _ = run_bench(bench_argv(binary, cluster.namesrv, s, s["warmup_secs"]),
+                                     timeout=s["warmup_secs"] + 60)
+        if warm is None:
+            run = {"error": "warm-up failed: %s" % (werr.strip().splitlines() or ["?"])[-1]}
+            return run
+        run = measured_run(binary, cluster, s)
+        if cell["write_mode"] == "direct" and run.get("commitlog_fds") and \
+                not run.get("commitlog_direct_fds"):
+            notes.append("%s: no commitlog fd of the broker had O_DIRECT during the run — "
+                         "ringmq.writeMode=direct may not be applied" % cell["name"])
+        return run
+    except (RuntimeError, OSError) as e:
+        tail = cluster.broker.tail() if cluster.broker else ""
+        run = {"error": "%s%s" % (e, ("\n" + tail) if tail else "")}
+        return run
+    finally:
+        broker_log = cluster.stop()
+        lh = report.extract_lock_hold_from_log(broker_log)
+        if lh and run.get("bench") and not run.get("lock_hold"):
+            # Only a shutdown-time histogram: the whole broker life, warm-up included.
+            run["lock_hold"] = lh
+            run["lock_hold_source"] = "broker log at shutdown"
+
+
+def calibrate(binary, s, logdir, deadline):
+    """Smallest in-flight count that saturates both ASYNC_FLUSH and SYNC_FLUSH (mmap)."""
+    steps = [32, 128, 512]
+    chosen, record = [], {}
+    for cell in [c for c in matrix_cells() if c["write_mode"] == "mmap"]:
+        if time.monotonic() + 10 + 3 * 6 > deadline:
+            break
+        cluster = Cluster(binary, cell, logdir, "calibrate-" + cell["flush"])
+        sweep = []
+        try:
+            cluster.start()
+            run_bench(bench_argv(binary, cluster.namesrv, s, 3, concurrency=128), timeout=60)
+            for w in steps:
+                r, _, _, _ = run_bench(bench_argv(binary, cluster.namesrv, s, 5, concurrency=w),
+                                       timeout=65)
+                sweep.append((w, r["tps"] if r else None))
+                log("calibrate %s: -w %d -> %s msg/s" % (cell["name"], w,
+                                                         "%.0f" % r["tps"] if r else "failed"))
+        except (RuntimeError, OSError) as e:
+            log("calibrate %s failed: %s" % (cell["name"], e))
+        finally:
+            cluster.stop()
+        record[cell["name"]] = sweep
+        w = report.choose_concurrency(sweep)
+        if w:
+            chosen.append(w)
+    return (max(chosen) if chosen else 256), record
+
+
+def run_matrix(args, s, out):
+    t_start = time.monotonic()
+    deadline = t_start + s["budget_secs"]
+    logdir = os.path.join(out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    result = {"meta": meta(args, s), "notes": [], "cells": []}
+    notes = result["notes"]
+    os.makedirs(TMP_BASE, exist_ok=True)
+    if not args.no_disk:
+        log("measuring the raw disk under %s" % TMP_BASE)
+        result["disk"] = disk.measure(TMP_BASE, quick=s["quick"], log=log)
+        log("raw sequential %.0f MiB/s; group commit %.0f MiB/s; lone fdatasync p50 %.2f ms" % (
+            result["disk"]["raw_seq_mib_per_s"], result["disk"]["group_commit"]["mib_per_s"],
+            result["disk"]["lone_fdatasync"]["write4k_fdatasync_p50_ms"]))
+    if s["calibrate"]:
+        w, record = calibrate(args.binary, s, logdir, deadline)
+        s["concurrency"] = w
+        result["calibration"] = record
+        log("in-flight concurrency for every cell: %d" % w)
+    result["meta"]["concurrency"] = s["concurrency"]
+    cells = matrix_cells()
+    if not args.no_ha:
+        cells += ha_cells()
+    if args.cells:
+        wanted = set(args.cells.split(","))
+        cells = [c for c in cells if c["name"] in wanted]
+    for c in cells:
+        c["runs"] = []
+    # Passes alternate the cell order (ABBA) so slow drift (page cache, disk) cancels.
+    ha_skip = None
+    for rep in range(s["repeats"]):
+        order = cells if rep % 2 == 0 else list(reversed(cells))
+        for cell in order:
+            if cell.get("slave") and ha_skip:
+                continue
+            if time.monotonic() + cell_estimate_secs(s) > deadline:
+                msg = "%s pass %d skipped: would exceed the %ds budget" % (
+                    cell["name"], rep + 1, s["budget_secs"])
+                notes.append(msg)
+                log(msg)
+                continue
+            log("cell %s (pass %d/%d)" % (cell["name"], rep + 1, s["repeats"]))
+            tag = "%s-%d" % (cell["name"].replace("/", "_").replace("+", "_"), rep + 1)
+            run = run_cell(args.binary, cell, s, logdir, tag, notes)
+            if "skip" in run:
+                ha_skip = run["skip"]
+                cell["status"], cell["note"] = "skipped", run["skip"]
+                log(run["skip"])
+                continue
+            cell["runs"].append(run)
+            if run.get("bench"):
+                b = run["bench"]
+                log("  %.0f msg/s, p50 %.2f p99 %.2f p99.9 %.2f ms, %s failures, broker %.1f µs/msg"
+                    % (b["tps"], b["p50_ms"], b["p99_ms"], b["p999_ms"], b["failures"],
+                       run.get("broker_cpu_us_per_msg") or 0))
+                log("  busiest threads: " + ", ".join("%s %.0f%%" % t for t in run["threads"]))
+            else:
+                log("  FAILED: %s" % run.get("error"))
+    for cell in cells:
+        if cell.get("status") == "skipped":
+            continue
+        ok = [r for r in cell["runs"] if r.get("bench")]
+        if not ok:
+            cell["status"] = "failed"
+            errs = [r.get("error", "") for r in cell["runs"]]
+            cell["note"] = (errs[-1].splitlines()[0] if errs and errs[-1] else "not run")
+        else:
+            cell["status"] = "ok"
+    if ha_skip:
+        notes.append("Replication cells skipped — " + ha_skip + ".")
+    lh_any = any(r.get("lock_hold") for c in cells for r in c["runs"])
+    if not lh_any:
+        notes.append("Lock-hold time: not exposed by the broker yet (no runtime-info key "
+                     "containing `lockHold`); see benches/README.md for the interface the "
+                     "harness reads.")
+    result["cells"] = cells
+    result["meta"]["wall_secs"] = time.monotonic() - t_start
+    return result
+
+
+def meta(args, s):
+    rev = ""
+    try:
+        rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    m = dict(s)
+    m.update({"started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+              "cpus": os.cpu_count(), "kernel": platform.release(), "git": rev,
+              "binary": args.binary, "argv": sys.argv[1:]})
+    return m
+
+
+def write_outputs(result, out, kind="modes"):
+    os.makedirs(out, exist_ok=True)
+    if kind == "compare":
+        with open(os.path.join(out, "compare.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        md = report.render_compare_markdown(result)
+        with open(os.path.join(out, "compare.md"), "w") as f:
+            f.write(md + "\n")
+        return md
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    md = report.render_markdown(result)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md + "\n")
+    size = result.get("meta", {}).get("size", 1024)
+    rows = [report.summarize_cell(c, size, result.get("disk")) for c in result.get("cells", [])]
+    raw = (result.get("disk") or {}).get("raw_seq_mib_per_s")
+    with open(os.path.join(out, "throughput.svg"), "w") as f:
+        f.write(report.render_throughput_svg(rows, raw, size))
+    with open(os.path.join(out, "latency.svg"), "w") as f:
+        f.write(report.render_latency_svg(rows))
+    return md
+
+
+def replace_readme_block(text, md, source):
+    """README text with the marked block replaced by `md` (minus its title line); None
+    when the markers are missing. Everything outside the markers is kept as is."""
+    if README_BEGIN not in text or README_END not in text:
+        return None
+    body = "%s\n\n_From `%s`:_\n\n%s\n\n%s" % (
+        README_BEGIN, source, md.split("\n", 1)[-1].strip(), README_END)
+    head, rest = text.split(README_BEGIN, 1)
+    tail = rest.split(README_END, 1)[1]
+    return head + body + tail
+
+
+def update_readme(md, out, path=None):
+    """Put the latest table into benches/README.md between the markers."""
+    path = path or os.path.join(REPO, "benches", "README.md")
+    with open(path) as f:
+        text = f.read()
+    new = replace_readme_block(text, md, os.path.relpath(out, os.path.join(REPO, "benches")))
+    if new is None:
+        log("README has no %s ... %s block; not updated" % (README_BEGIN, README_END))
+        return
+    with open(path, "w") as f:
+        f.write(new)
+    log("benches/README.md updated")
+
+
+# ---------------------------------------------------------------- --target
+
+def parse_mode(text):
+    flush, _, wm = text.partition("/")
+    flush, wm = flush.upper(), (wm or "mmap").lower()
+    if flush not in ("ASYNC_FLUSH", "SYNC_FLUSH") or wm not in ("mmap", "direct"):
+        raise SystemExit("--ringmq-mode wants FLUSH/WRITE, e.g. ASYNC_FLUSH/mmap")
+    return {"name": "%s/%s" % (flush, wm), "flush": flush, "write_mode": wm,
+            "role": "ASYNC_MASTER", "slave": False}
+
+
+def run_compare(args, s, out):
+    """Alternating runs against our ringmq and the target namesrv, N pairs, ABBA order."""
+    if s["concurrency"] is None:
+        s["concurrency"] = 256
+    logdir = os.path.join(out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    cell = parse_mode(args.ringmq_mode)
+    topic = args.topic
+    result = {"meta": meta(args, s), "pairs": [], "notes": []}
+    result["meta"].update({"target": args.target, "ringmq_mode": cell["name"],
+                           "pairs": args.pairs})
+    if not remoting.probe(args.target, timeout=2):
+        raise SystemExit("target %s does not accept connections" % args.target)
+    try:
+        code = remoting.route_code(args.target, topic)
+    except (OSError, remoting.RemotingError) as e:
+        raise SystemExit("target %s did not answer GET_ROUTEINFO_BY_TOPIC: %s" % (args.target, e))
+    if code != remoting.SUCCESS:
+        result["notes"].append("topic %s had no route on the target (code %s); relying on "
+                               "autoCreateTopicEnable there" % (topic, code))
+    cluster = Cluster(args.binary, cell, logdir, "compare-ringmq")
+    try:
+        cluster.start()
+        sides = {"ringmq": cluster.namesrv, "target": args.target}
+        for side, ns in sides.items():
+            log("warm-up %s (%s)" % (side, ns))
+            run_bench(bench_argv(args.binary, ns, s, s["warmup_secs"], topic=topic),
+                      timeout=s["warmup_secs"] + 60)
+        for i in range(args.pairs):
+            order = ["ringmq", "target"] if i % 2 == 0 else ["target", "ringmq"]
+            got = {}
+            for side in order:
+                if side == "ringmq":
+                    run = measured_run(args.binary, cluster, s)
+                    got[side] = run
+                else:
+                    t0 = read_ticks(args.target_pid) if args.target_pid else None
+                    b, _, err, ccpu = run_bench(
+                        bench_argv(args.binary, args.target, s, s["measure_secs"], topic=topic),
+                        timeout=s["measure_secs"] + 60)
+                    run = {"bench": b}
+                    if b is None:
+                        run["error"] = (err.strip().splitlines() or ["?"])[-1]
+                    elif t0 is not None:
+                        run["broker_cpu_us_per_msg"] = report.cpu_us_per_msg(
+                            t0, read_ticks(args.target_pid), CLK_TCK, b["messages"])
+                    got[side] = run
+            rb, tb = got["ringmq"].get("bench"), got["target"].get("bench")
+            if rb and tb:
+                pair = report.pair_ratios(rb, tb)
+                pair["ringmq_cpu_us_per_msg"] = got["ringmq"].get("broker_cpu_us_per_msg")
+                pair["target_cpu_us_per_msg"] = got["target"].get("broker_cpu_us_per_msg")
+                result["pairs"].append(pair)
+                log("pair %d: ringmq %.0f msg/s, target %.0f msg/s, ratio %.2f; p99 %.2f vs %.2f ms"
+                    % (i + 1, pair["ringmq_tps"], pair["target_tps"], pair["tps_ratio"] or 0,
+                       pair["ringmq_p99_ms"], pair["target_p99_ms"]))
+            else:
+                msg = "pair %d failed: ringmq %s, target %s" % (
+                    i + 1, got["ringmq"].get("error", "ok"), got["target"].get("error", "ok"))
+                result["notes"].append(msg)
+                log(msg)
+    finally:
+        cluster.stop()
+    result["median_tps_ratio"] = report.median(p["tps_ratio"] for p in result["pairs"])
+    result["median_p99_ratio"] = report.median(p["p99_ratio"] for p in result["pairs"])
+    log("median tps ratio (ringmq/target): %s" % result["median_tps_ratio"])
+    return result
+
+
+# ---------------------------------------------------------------- main
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short cells, one pass (~2-3 min)")
+    ap.add_argument("--out", help="results folder (default benches/results/<timestamp>)")
+    ap.add_argument("--binary", default=DEFAULT_BINARY, help="ringmq binary")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and configs, run nothing")
+    ap.add_argument("--render", metavar="RESULTS_JSON", help="re-render md/svg from a results.json")
+    ap.add_argument("--update-readme", action="store_true",
+                    help="put the new table into benches/README.md's latest-results block")
+    ap.add_argument("--cells", help="comma-separated cell names to run (default: all)")
+    ap.add_argument("--no-ha", action="store_true", help="skip the replication cells")
+    ap.add_argument("--no-disk", action="store_true", help="skip the raw-disk measurements")
+    ap.add_argument("--warmup", type=int, help="warm-up seconds per cell")
+    ap.add_argument("--measure", type=int, help="measured seconds per cell")
+    ap.add_argument("--repeats", type=int, help="passes over the matrix")
+    ap.add_argument("-w", "--concurrency", type=int,
+                    help="sends in flight (default: calibrated; 256 with --quick/--target)")
+    ap.add_argument("-c", "--connections", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=1, help="bench client threads")
+    ap.add_argument("-s", "--size", type=int, default=1024, help="message body bytes")
+    ap.add_argument("--budget-secs", type=int, help="hard budget for the whole run")
+    ap.add_argument("--target", metavar="HOST:PORT",
+                    help="compare with the RocketMQ-compatible namesrv at HOST:PORT")
+    ap.add_argument("--pairs", type=int, default=None, help="alternating pairs for --target")
+    ap.add_argument("--target-pid", type=int, help="the target broker's pid (CPU per message)")
+    ap.add_argument("--ringmq-mode", default="ASYNC_FLUSH/mmap",
+                    help="ringmq side of --target: FLUSH/WRITE (default ASYNC_FLUSH/mmap)")
+    ap.add_argument("-t", "--topic", default=TOPIC, help="topic for --target runs")
+    return ap
+
+
+def dry_run(args, s):
+    print("plan (dry run): %s" % ("quick" if s["quick"] else "full"))
+    print("  binary: %s (%s)" % (args.binary, "present" if os.path.exists(args.binary) else "MISSING"))
+    print("  store dirs under: %s" % TMP_BASE)
+    print("  load: %d B bodies, sync sends, -w %s, -c %d, --threads %d; warm-up %ds, measure %ds, "
+          "%d pass(es)" % (s["size"], s["concurrency"] or "calibrated", s["connections"],
+                           s["threads"], s["warmup_secs"], s["measure_secs"], s["repeats"]))
+    cells = matrix_cells() + ([] if args.no_ha else ha_cells())
+    est = (40 if not args.no_disk else 0) + (70 if s["calibrate"] else 0) + \
+        len(cells) * s["repeats"] * cell_estimate_secs(s)
+    print("  cells: %s" % ", ".join(c["name"] for c in cells))
+    print("  estimated wall time: %.1f min (budget %.1f min)" % (est / 60, s["budget_secs"] / 60))
+    for c in cells[:1] + cells[-1:]:
+        print("\n# broker.conf for %s (ports are picked at run time)" % c["name"])
+        print(broker_conf(c, 10911, 9876, os.path.join(TMP_BASE, "cell-XXXX", "store-master")))
+    print("# bench command")
+    print(" ".join(bench_argv(args.binary, "127.0.0.1:9876", dict(s, concurrency=s["concurrency"] or 256),
+                              s["measure_secs"])))
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    s = settings(args)
+    if args.render:
+        with open(args.render) as f:
+            result = json.load(f)
+        out = args.out or os.path.dirname(os.path.abspath(args.render))
+        print(write_outputs(result, out, "compare" if "pairs" in result else "modes"))
+        return 0
+    if args.dry_run:
+        dry_run(args, s)
+        return 0
+    if not os.path.exists(args.binary):
+        print("ringmq binary not found at %s; build it with "
+              "`cargo build --release -p ringmq-cli`" % args.binary, file=sys.stderr)
+        return 2
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = os.path.abspath(args.out or os.path.join(REPO, "benches", "results", stamp))
+    os.makedirs(out, exist_ok=True)
+    if args.target:
+        args.pairs = args.pairs or (3 if args.quick else 5)
+        result = run_compare(args, s, out)
+        md = write_outputs(result, out, "compare")
+    else:
+        result = run_matrix(args, s, out)
+        md = write_outputs(result, out)
+        if args.update_readme:
+            update_readme(md, out)
+    print()
+    print(md)
+    log("results in %s" % out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""Unit tests of the harness's pure parts -- no broker, no disk benchmark, well under a second.
+
+    python3 -m unittest benches/modes/test_run.py        (from the repo root)
+    cd benches/modes && python3 -m unittest test_run
+
+Covers bench-JSON parsing, /proc parsing, CPU and ratio math, lock-hold discovery, the
+Markdown and SVG renderers, broker.conf/bench argv generation, the README block update and
+the Remoting codec (including one request against an in-process fake server).
+"""
+
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import unittest
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import remoting  # noqa: E402
+import report  # noqa: E402
+import run  # noqa: E402
+
+BENCH_LINE = ('{"mode":"producer","elapsed_secs":8.0,"messages":800000,"bytes":819200000,'
+              '"tps":100000.0,"mb_per_s":97.66,"avg_ms":1.1,"p50_ms":1.0,"p99_ms":3.5,'
+              '"p999_ms":9.0,"max_ms":20.0,"failures":0,"failures_by_code":{}}')
+
+
+def fake_cell(name, flush, wm, tps, p50=1.0, p99=4.0, p999=9.0, cpu=8.0, lock=None):
+    bench = json.loads(BENCH_LINE)
+    bench.update({"tps": tps, "p50_ms": p50, "p99_ms": p99, "p999_ms": p999})
+    return {"name": name, "flush": flush, "write_mode": wm, "status": "ok",
+            "runs": [{"bench": bench, "broker_cpu_us_per_msg": cpu,
+                      "client_cpu_us_per_msg": 5.0, "machine_busy_pct": 97.0,
+                      "threads": [("ringmq-net-0", 99.0), ("append", 40.0)],
+                      "log_mib_per_s": 115.0, "lock_hold": lock}]}
+
+
+def fake_result():
+    disk = {"seq_buffered": {"mib_per_s": 300.0}, "seq_direct": {"mib_per_s": 310.0},
+            "group_commit": {"mib_per_s": 68.0, "fdatasync_p50_ms": 6.8, "fdatasync_p99_ms": 14.0},
+            "lone_fdatasync": {"write4k_fdatasync_p50_ms": 4.0, "write4k_fdatasync_p99_ms": 8.0,
+                               "clean_fdatasync_p50_ms": 3.9},
+            "raw_seq_mib_per_s": 310.0}
+    cells = [fake_cell("ASYNC_FLUSH/mmap", "ASYNC_FLUSH", "mmap", 120000.0,
+                       lock={"p50_us": 3, "p99_us": 20, "max_us": 900}),
+             fake_cell("ASYNC_FLUSH/direct", "ASYNC_FLUSH", "direct", 110000.0),
+             fake_cell("SYNC_FLUSH/mmap", "SYNC_FLUSH", "mmap", 60000.0, p50=8, p99=15, p999=40),
+             fake_cell("SYNC_FLUSH/direct", "SYNC_FLUSH", "direct", 50000.0, p50=9, p99=16, p999=41),
+             {"name": "ASYNC_FLUSH/mmap+SYNC_MASTER", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+              "status": "skipped", "note": "HA not available", "runs": []}]
+    return {"meta": {"size": 1024, "concurrency": 256, "connections": 4, "threads": 1,
+                     "warmup_secs": 3, "measure_secs": 8, "repeats": 1, "cpus": 2,
+                     "started": "2026-11-30 09:00:00"},
+            "disk": disk, "cells": cells, "notes": ["a note <with> markup"]}
+
+
+class ParseTests(unittest.TestCase):
+    def test_bench_json_is_the_last_json_line(self):
+        out = "interval lines\nsummary: 800000 msgs ...\n" + BENCH_LINE + "\n\n"
+        b = report.parse_bench_json(out)
+        self.assertEqual(b["tps"], 100000.0)
+        self.assertEqual(b["p999_ms"], 9.0)
+
+    def test_bench_json_skips_trailing_noise_and_fills_missing_keys(self):
+        out = '{"tps": 5}\n{"not": "a summary"}\nlog line {braces}\n'
+        b = report.parse_bench_json(out)
+        self.assertEqual(b["tps"], 5)
+        self.assertEqual(b["failures"], 0)
+        self.assertEqual(b["p99_ms"], 0)
+
+    def test_bench_json_missing_raises(self):
+        with self.assertRaises(ValueError):
+            report.parse_bench_json("error: no route for topic\n")
+
+    def test_proc_stat_with_awkward_comm(self):
+        fields = ["S"] + [str(i) for i in range(4, 14)] + ["250", "50"] + ["0"] * 30
+        line = "1234 (ring mq) (x)) " + " ".join(fields)
+        comm, ticks = report.parse_proc_stat(line)
+        self.assertEqual(comm, "ring mq) (x)")
+        self.assertEqual(ticks, 300)
+
+    def test_cpu_line(self):
+        busy, iowait, total = report.parse_cpu_line("cpu  100 0 50 800 30 5 5 10 0 0")
+        self.assertEqual(total, 1000)
+        self.assertEqual(iowait, 30)
+        self.assertEqual(busy, 1000 - 800 - 30)
+
+
+class MathTests(unittest.TestCase):
+    def test_cpu_per_message(self):
+        # 150 ticks at 100 Hz = 1.5 s of CPU over 150k messages = 10 µs each.
+        self.assertAlmostEqual(report.cpu_us_per_msg(1000, 1150, 100, 150_000), 10.0)
+        self.assertIsNone(report.cpu_us_per_msg(0, 10, 100, 0))
+
+    def test_thread_cpu_sorts_and_drops_idle(self):
+        before = {1: ("net-0", 100), 2: ("append", 0), 3: ("idle", 5)}
+        after = {1: ("net-0", 900), 2: ("append", 400), 3: ("idle", 5), 4: ("new", 100)}
+        rows = report.thread_cpu(before, after, 100, 8.0)
+        self.assertEqual([r[0] for r in rows], ["net-0", "append", "new"])
+        self.assertAlmostEqual(rows[0][1], 100.0)
+
+    def test_ratio_and_median(self):
+        self.assertIsNone(report.ratio(1, 0))
+        self.assertAlmostEqual(report.ratio(3, 2), 1.5)
+        self.assertEqual(report.median([3, None, 1, 2]), 2)
+        self.assertEqual(report.median([1, 2, 3, 4]), 2.5)
+        self.assertIsNone(report.median([]))
+
+    def test_body_mib(self):
+        self.assertAlmostEqual(report.body_mib_per_s(1024, 1024), 1.0)
+
+    def test_pick_median_run(self):
+        runs = [{"bench": {"tps": 3}}, {"error": "x"}, {"bench": {"tps": 1}}, {"bench": {"tps": 2}}]
+        self.assertEqual(report.pick_median_run(runs)["bench"]["tps"], 2)
+        self.assertIsNone(report.pick_median_run([{"error": "x"}]))
+
+    def test_choose_concurrency(self):
+        self.assertEqual(report.choose_concurrency([(32, 50e3), (128, 97e3), (512, 100e3)]), 128)
+        self.assertEqual(report.choose_concurrency([(32, None), (128, 10.0)]), 128)
+        self.assertIsNone(report.choose_concurrency([(32, None)]))
+
+    def test_pair_ratios(self):
+        p = report.pair_ratios({"tps": 200, "p99_ms": 2.0}, {"tps": 100, "p99_ms": 8.0})
+        self.assertAlmostEqual(p["tps_ratio"], 2.0)
+        self.assertAlmostEqual(p["p99_ratio"], 4.0)
+
+    def test_mode_ratios(self):
+        rows = [report.summarize_cell(c, 1024, None) for c in fake_result()["cells"]]
+        got = dict((n, v) for n, v, _ in report.mode_ratios(rows))
+        self.assertAlmostEqual(got["SYNC_FLUSH / ASYNC_FLUSH (mmap)"], 0.5)
+        self.assertAlmostEqual(got["direct / mmap (ASYNC_FLUSH)"], 110 / 120)
+
+
+class LockHoldTests(unittest.TestCase):
+    def test_runtime_info_keys_any_spelling(self):
+        kv = {"ringmq.lockHoldP50Us": "4", "ringmq.lockHoldP99Us": "30",
+              "ringmq.lockHoldMaxUs": "1200", "putTps": "0.0 0.0 0.0"}
+        self.assertEqual(report.extract_lock_hold(kv),
+                         {"p50_us": 4.0, "p99_us": 30.0, "max_us": 1200.0})
+
+    def test_runtime_info_millisecond_keys_are_converted(self):
+        kv = {"lock_hold_p99_ms": "0.5", "lockHoldMaxMills": "2"}
+        self.assertEqual(report.extract_lock_hold(kv), {"p99_us": 500.0, "max_us": 2000.0})
+
+    def test_absent(self):
+        self.assertIsNone(report.extract_lock_hold({"pageCacheLockTimeMills": "0"}))
+        self.assertIsNone(report.extract_lock_hold_from_log("nothing here"))
+
+    def test_from_log_takes_last(self):
+        text = ("INFO store: lock_hold_us p50=1 p99=2 max=3\n"
+                "INFO store stopped: lock-hold p50 5us p99 40us max 800us\n")
+        self.assertEqual(report.extract_lock_hold_from_log(text),
+                         {"p50_us": 5.0, "p99_us": 40.0, "max_us": 800.0})
+
+
+class RenderTests(unittest.TestCase):
+    def test_markdown_table(self):
+        md = report.render_markdown(fake_result())
+        self.assertIn("| ASYNC_FLUSH/mmap | 120000 | 117.2 |", md)
+        self.assertIn("3 / 20 / 900", md)          # lock-hold column
+        self.assertIn("| ASYNC_FLUSH/direct |", md)
+        self.assertIn("n/a", md)                    # no lock-hold for the others
+        self.assertIn("skipped", md)
+        self.assertIn("SYNC_FLUSH / ASYNC_FLUSH (mmap) = 0.50 (bar ≥ 0.50)", md)
+        self.assertIn("ASYNC_FLUSH/mmap: msg/s ÷ 100k = 1.20", md)
+        self.assertIn("38%", md)                    # 117.2 MiB/s of 310 MiB/s raw
+        self.assertIn("| 512 KiB write + fdatasync loop | 68 MiB/s |", md)
+        self.assertIn("ringmq-net-0 99%", md)
+        # every table row has the header's column count
+        header = [l for l in md.splitlines() if l.startswith("| mode |")][0]
+        for line in md.splitlines():
+            if line.startswith("| ASYNC") or line.startswith("| SYNC"):
+                self.assertEqual(line.count("|"), header.count("|"), line)
+
+    def test_svgs_are_well_formed_with_one_bar_per_mode(self):
+        res = fake_result()
+        rows = [report.summarize_cell(c, 1024, res["disk"]) for c in res["cells"]]
+        ns = "{http://www.w3.org/2000/svg}"
+        tp = ET.fromstring(report.render_throughput_svg(rows, 310.0, 1024))
+        bars = [r for r in tp.iter(ns + "rect") if r.find(ns + "title") is not None]
+        self.assertEqual(len(bars), 4)              # the skipped cell has no bar
+        heights = [float(b.get("height")) for b in bars]
+        self.assertGreater(heights[0], heights[2])  # 120k taller than 60k
+        self.assertAlmostEqual(heights[0] / heights[2], 2.0, places=2)
+        lat = ET.fromstring(report.render_latency_svg(rows))
+        bars = [r for r in lat.iter(ns + "rect") if r.find(ns + "title") is not None]
+        self.assertEqual(len(bars), 12)             # p50/p99/p99.9 × 4 modes
+        for b in bars:
+            self.assertGreaterEqual(float(b.get("height")), 0.0)
+
+    def test_svg_empty_rows(self):
+        ET.fromstring(report.render_throughput_svg([], None))
+        ET.fromstring(report.render_latency_svg([]))
+
+    def test_nice_ceiling(self):
+        self.assertEqual(report._nice_ceiling(123000), 200000.0)
+        self.assertEqual(report._nice_ceiling(0.3), 0.5)
+
+    def test_compare_markdown(self):
+        res = {"meta": {"target": "10.0.0.1:9876", "size": 1024, "concurrency": 256,
+                        "measure_secs": 8, "ringmq_mode": "ASYNC_FLUSH/mmap"},
+               "pairs": [report.pair_ratios({"tps": 200, "p99_ms": 2}, {"tps": 100, "p99_ms": 4})],
+               "median_tps_ratio": 2.0, "median_p99_ratio": 2.0, "notes": []}
+        md = report.render_compare_markdown(res)
+        self.assertIn("| 1 | 200 | 100 | 2.00 |", md)
+        self.assertIn("**2.00**", md)
+
+
+class HarnessTests(unittest.TestCase):
+    def test_broker_conf_keys(self):
+        cell = run.matrix_cells()[3]
+        text = run.broker_conf(cell, 20005, 20000, "/tmp/x")
+        kv = dict(l.split("=", 1) for l in text.strip().splitlines())
+        self.assertEqual(kv["flushDiskType"], "SYNC_FLUSH")
+        self.assertEqual(kv["ringmq.writeMode"], "direct")
+        self.assertEqual(kv["listenPort"], "20005")
+        self.assertEqual(kv["haListenPort"], "20006")
+        self.assertEqual(kv["namesrvAddr"], "127.0.0.1:20000")
+        slave = run.broker_conf(run.ha_cells()[1], 20010, 20000, "/tmp/y", broker_id=1, role="SLAVE")
+        self.assertIn("brokerRole=SLAVE", slave)
+        self.assertIn("brokerId=1", slave)
+
+    def test_matrix(self):
+        names = [c["name"] for c in run.matrix_cells()]
+        self.assertEqual(len(names), 4)
+        self.assertEqual(len(set(names)), 4)
+
+    def test_settings_quick_fits_budget(self):
+        args = run.build_parser().parse_args(["--quick"])
+        s = run.settings(args)
+        self.assertFalse(s["calibrate"])
+        self.assertEqual(s["concurrency"], 256)
+        cells = len(run.matrix_cells()) + len(run.ha_cells())
+        self.assertLess(cells * run.cell_estimate_secs(s) + 40, s["budget_secs"])
+        full = run.settings(run.build_parser().parse_args([]))
+        self.assertTrue(full["calibrate"])
+        self.assertLess(cells * full["repeats"] * run.cell_estimate_secs(full) + 110,
+                        full["budget_secs"])
+
+    def test_bench_argv(self):
+        s = run.settings(run.build_parser().parse_args(["--quick", "-w", "64"]))
+        argv = run.bench_argv("ringmq", "127.0.0.1:1", s, 8)
+        self.assertEqual(argv[1:3], ["bench", "producer"])
+        self.assertIn("--json", argv)
+        self.assertEqual(argv[argv.index("-w") + 1], "64")
+        self.assertEqual(argv[argv.index("-d") + 1], "8")
+
+    def test_parse_mode(self):
+        self.assertEqual(run.parse_mode("sync_flush/direct")["name"], "SYNC_FLUSH/direct")
+        with self.assertRaises(SystemExit):
+            run.parse_mode("FAST/mmap")
+
+    def test_readme_block(self):
+        text = "# B\n\n## echo\nkeep me\n\n" + run.README_BEGIN + "\nold\n" + run.README_END + "\ntail\n"
+        new = run.replace_readme_block(text, "# title\n| a |\n", "results/x")
+        self.assertIn("keep me", new)
+        self.assertIn("| a |", new)
+        self.assertNotIn("old", new)
+        self.assertNotIn("# title", new)
+        self.assertTrue(new.endswith("tail\n"))
+        self.assertIsNone(run.replace_readme_block("no markers", "x", "y"))
+
+
+class RemotingTests(unittest.TestCase):
+    def test_request_frame(self):
+        frame = remoting.encode_request(28, 7, {"a": "b"}, b"xy")
+        total, word = struct.unpack(">ii", frame[:8])
+        self.assertEqual(total, len(frame) - 4)
+        self.assertEqual(word >> 24, 0)
+        header, body = remoting.decode_frame(frame[4:])
+        self.assertEqual(header["code"], 28)
+        self.assertEqual(header["opaque"], 7)
+        self.assertEqual(header["extFields"], {"a": "b"})
+        self.assertEqual(body, b"xy")
+
+    def test_binary_header(self):
+        remark = b"ok"
+        ext = struct.pack(">h", 1) + b"k" + struct.pack(">i", 2) + b"vv"
+        h = struct.pack(">hBhiii", 0, 0, 453, 9, 1, len(remark)) + remark + \
+            struct.pack(">i", len(ext)) + ext
+        frame = struct.pack(">I", (1 << 24) | len(h)) + h + b"BODY"
+        header, body = remoting.decode_frame(frame)
+        self.assertEqual((header["code"], header["opaque"], header["flag"]), (0, 9, 1))
+        self.assertEqual(header["remark"], "ok")
+        self.assertEqual(header["extFields"], {"k": "vv"})
+        self.assertEqual(body, b"BODY")
+
+    def test_kvtable(self):
+        self.assertEqual(remoting.parse_kvtable(b'{"table":{"a":"1","b":2}}'), {"a": "1", "b": "2"})
+        self.assertEqual(remoting.parse_kvtable(b""), {})
+
+    def test_runtime_info_against_fake_server(self):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+
+        def serve():
+            conn, _ = srv.accept()
+            with conn:
+                (total,) = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))
+                req, _ = remoting.decode_frame(conn.recv(total, socket.MSG_WAITALL))
+                body = json.dumps({"table": {"commitLogMaxOffset": "42",
+                                             "ringmq.lockHoldP99Us": "17"}}).encode()
+                # An unrelated frame first (a server-initiated request), then our response.
+                noise = json.dumps({"code": 40, "flag": 0, "opaque": 99}).encode()
+                hdr = json.dumps({"code": 0, "flag": 1, "opaque": req["opaque"]}).encode()
+                for h, b in ((noise, b""), (hdr, body)):
+                    conn.sendall(struct.pack(">ii", 4 + len(h) + len(b), len(h)) + h + b)
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            info = remoting.runtime_info("127.0.0.1:%d" % port, timeout=2)
+        finally:
+            t.join(timeout=2)
+            srv.close()
+        self.assertEqual(info["commitLogMaxOffset"], "42")
+        self.assertEqual(report.extract_lock_hold(info), {"p99_us": 17.0})
+
+    def test_probe_closed_port(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        self.assertFalse(remoting.probe("127.0.0.1:%d" % port, timeout=0.2))
+
+
+if __name__ == "__main__":
+    unittest.main()
