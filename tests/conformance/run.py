@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """run.py — conformance scenario runner: real third-party clients against ringmq's own processes.
 
-Owns scenario discovery, the per-scenario environment and the verdict. Stdlib only.
+Owns scenario discovery, the per-scenario environment, mid-scenario process control, wire capture
+and the verdict. Stdlib only.
 
 A scenario is one file in tests/conformance/scenarios/, named for the behaviour it checks and the
-client it uses (route_resolve_python.py, route_resolve_alions.js). Near its top it declares
-  # needs: namesrv            (or: namesrv broker, or: none)      -- `//` in JS
+client it uses (route_resolve_python.py, route_resolve_alions.js). Near its top (first 40 lines)
+it declares, as `#` comments (`//` in JS):
+  # needs: namesrv            (or: namesrv broker, or: none)
   # timeout: 60               (seconds, optional, default 60)
+  # broker-conf: key=value    (optional, repeatable: extra broker.conf properties, e.g.
+                              #  messageDelayLevel=1s 1s 1s, enablePropertyFilter=true)
+  # expect: unsupported: why  (optional: the behaviour is known to be missing; a failure is
+                              #  reported as `skip` with this reason, a pass as `ok` + a note)
 For each scenario the runner picks free loopback ports, makes a temp dir, writes namesrv.conf /
 broker.conf (RocketMQ property keys), starts `ringmq namesrv -c namesrv.conf` and/or
 `ringmq broker -c broker.conf`, waits until they listen (and, for a broker, until the namesrv
@@ -14,17 +20,31 @@ routes TBW102 to it), then runs the client program with a timeout:
   *.py with tests/conformance/.venv/bin/python (the real Python client), *.js with node
   (NODE_PATH = tests/conformance/node/node_modules, where ali-ons lives).
 Environment given to the program: NAMESRV_ADDR, BROKER_ADDR (if a broker runs), RINGMQ_BIN,
-RINGMQ_DATA_DIR, SCENARIO_NAME, SCENARIO_TMP, CONFORMANCE_ROOT, CONFORMANCE_PYTHON (the venv
-python, e.g. for lib/fake_broker.py), PYTHONPATH (lib/), HOME and ROCKETMQ_CLIENT_LOG_DIR (inside
-the temp dir). Exit status 0 = pass; anything else, a timeout, or a ringmq process dying = FAIL.
+RINGMQ_DATA_DIR, RINGMQ_CTL, SCENARIO_NAME, SCENARIO_TMP, CONFORMANCE_ROOT, CONFORMANCE_PYTHON
+(the venv python, e.g. for lib/fake_broker.py), PYTHONPATH (lib/), HOME and
+ROCKETMQ_CLIENT_LOG_DIR (inside the temp dir). Exit status 0 = pass; 77 (or a last line starting
+`SKIP:`) = skip with that reason; anything else, a timeout, or a ringmq process dying = FAIL.
+
+Process control (RINGMQ_CTL): a Unix socket in the temp dir. A scenario connects, writes one
+line and reads one line back: `restart broker`, `stop broker`, `start broker`, `kill broker`
+(SIGKILL, for crash recovery), `restart namesrv` -> `ok ...` / `error ...`. `start`/`restart`
+answer after the broker listens again and the namesrv routes TBW102 to it. Helpers:
+lib/ctl.py (Python) and harness.js `ctl()`/`restartBroker()`.
+
+Wire capture (--capture, or RINGMQ_CONF_CAPTURE=1): logging proxies (lib/wireproxy.py) sit in
+front of the namesrv and the broker; NAMESRV_ADDR/BROKER_ADDR point at them and routes are
+rewritten to the broker proxy (BROKER_ADDR_REAL is the broker itself). A failed scenario then
+prints the decoded frames (last --capture-lines of them; all in <tmp>/wire.txt).
 
 The ringmq binary: $RINGMQ_BIN, else target/release/ringmq, else target/debug/ringmq (repo root).
 Only the processes this runner started are stopped, by their own pid (a client program is run in
 its own session and that session's process group is killed on timeout).
 
-Output: `ok <name>` or `FAIL <name>: <reason>` (then process logs and client output), and as the
-last line exactly `N passed, N failed`. Exit status 1 if anything failed.
-Usage: python3 tests/conformance/run.py [-k SUBSTR]... [--list] [--keep] [-v] [--bin PATH] [--dir DIR]
+Output: `ok <name>`, `skip <name>: <reason>` or `FAIL <name>: <reason>` (then process logs,
+client output and captured frames), and as the last line exactly
+`N passed, N failed, N skipped`. Exit status 1 if anything failed.
+Usage: python3 tests/conformance/run.py [-k SUBSTR]... [--list] [--keep] [-v] [--capture]
+       [--capture-lines N] [--bin PATH] [--dir DIR]
 Install the clients first: bash tests/conformance/install.sh
 """
 
@@ -40,6 +60,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -52,6 +73,7 @@ VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
 NODE_MODULES = os.path.join(ROOT, "node", "node_modules")
 sys.path.insert(0, LIB)
 import remoting as rm  # noqa: E402
+import wireproxy  # noqa: E402
 
 DEFAULT_TIMEOUT = 60.0
 START_TIMEOUT = 20.0       # a ringmq process must listen within this
@@ -60,6 +82,8 @@ STOP_GRACE = 5.0
 LOG_TAIL = 60
 CLUSTER = "ConformanceCluster"
 BROKER_NAME = "broker-conf"
+SKIP_EXIT = 77
+CAPTURE_LINES = 150
 
 
 class ScenarioFailure(Exception):
@@ -74,6 +98,8 @@ class Scenario:
     needs: List[str]
     timeout: float
     meta_error: Optional[str] = None
+    broker_conf: Dict[str, str] = field(default_factory=dict)
+    expect_unsupported: Optional[str] = None   # reason, when `# expect: unsupported`
 
 
 @dataclass
@@ -90,11 +116,25 @@ class Run:
     procs: List[Proc] = field(default_factory=list)
     client_output: str = ""
     client_log_dir: str = ""
+    binary: Optional[str] = None
+    base_env: Dict[str, str] = field(default_factory=dict)
+    namesrv_conf: str = ""
+    namesrv_port: int = 0
+    namesrv_addr: str = ""      # the real namesrv (the broker registers here)
+    broker_conf: str = ""
+    broker_port: int = 0
+    broker_addr: str = ""       # the real broker
+    proxies: List["wireproxy.WireProxy"] = field(default_factory=list)
+    frames: List["wireproxy.Captured"] = field(default_factory=list)
+    t0: float = field(default_factory=time.time)
+    ctl_log: List[str] = field(default_factory=list)
+    skipped: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 # ---- discovery ---------------------------------------------------------------------------
 
-META_RE = re.compile(r"^\s*(?:#|//)\s*(needs|timeout)\s*:\s*(.*?)\s*$")
+META_RE = re.compile(r"^\s*(?:#|//)\s*(needs|timeout|broker-conf|expect)\s*:\s*(.*?)\s*$")
 
 
 def parse_scenario(path: str) -> Scenario:
@@ -102,6 +142,8 @@ def parse_scenario(path: str) -> Scenario:
     needs: Optional[List[str]] = None
     timeout = DEFAULT_TIMEOUT
     err = None
+    broker_conf: Dict[str, str] = {}
+    expect_unsupported: Optional[str] = None
     with open(path, encoding="utf-8") as fh:
         for _, line in zip(range(40), fh):
             m = META_RE.match(line)
@@ -121,10 +163,22 @@ def parse_scenario(path: str) -> Scenario:
                     timeout = float(val)
                 except ValueError:
                     err = f"bad timeout: {val!r}"
+            elif key == "broker-conf":
+                k, eq, v = val.partition("=")
+                if not eq or not k.strip():
+                    err = f"bad broker-conf (want key=value): {val!r}"
+                else:
+                    broker_conf[k.strip()] = v.strip()
+            elif key == "expect":
+                word, _, why = val.partition(":")
+                if word.strip() != "unsupported":
+                    err = f"unknown expect: {val!r} (only 'unsupported: reason')"
+                else:
+                    expect_unsupported = why.strip() or "marked unsupported"
     if needs is None:
         err = err or "no '# needs: namesrv [broker]' line in the first 40 lines"
         needs = []
-    return Scenario(name, path, ext[1:], needs, timeout, err)
+    return Scenario(name, path, ext[1:], needs, timeout, err, broker_conf, expect_unsupported)
 
 
 def discover(directory: str = SCENARIOS) -> List[Scenario]:
@@ -187,7 +241,7 @@ def write_conf(path: str, props: Dict[str, object]) -> None:
 
 def start_proc(run: Run, label: str, argv: List[str], env: Dict[str, str]) -> Proc:
     log_path = os.path.join(run.tmp, f"{label}.log")
-    log = open(log_path, "wb")
+    log = open(log_path, "ab")  # a restarted process appends to its predecessor's log
     try:
         p = subprocess.Popen(argv, cwd=run.tmp, env=env, stdin=subprocess.DEVNULL, stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)
@@ -282,10 +336,117 @@ def client_argv(sc: Scenario) -> List[str]:
     return [node, sc.path]
 
 
-def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool) -> Tuple[bool, str, Run]:
+def start_namesrv(run: Run) -> None:
+    p = start_proc(run, "namesrv", [run.binary, "namesrv", "-c", run.namesrv_conf], run.base_env)
+    wait_listening(p, run.namesrv_port, START_TIMEOUT)
+
+
+def start_broker(run: Run) -> None:
+    p = start_proc(run, "broker", [run.binary, "broker", "-c", run.broker_conf], run.base_env)
+    wait_listening(p, run.broker_port, START_TIMEOUT)
+    wait_broker_routable(run.namesrv_addr, run.broker_addr, p, REGISTER_TIMEOUT)
+
+
+def find_proc(run: Run, label: str) -> Optional[Proc]:
+    for p in reversed(run.procs):
+        if p.label == label:
+            return p
+    return None
+
+
+def ctl_command(run: Run, line: str) -> str:
+    """Execute one control command for the scenario (see the module docstring)."""
+    words = line.split()
+    if len(words) != 2 or words[0] not in ("restart", "stop", "start", "kill") \
+            or words[1] not in ("broker", "namesrv"):
+        return f"error unknown command {line!r}"
+    verb, label = words
+    if label not in run.scenario.needs:
+        return f"error this scenario does not run a {label}"
+    t = time.monotonic()
+    with run.lock:
+        proc = find_proc(run, label)
+        running = proc is not None and proc.popen.poll() is None
+        try:
+            if verb in ("stop", "restart", "kill") and running:
+                if verb == "kill":
+                    proc.popen.kill()
+                    proc.popen.wait(timeout=STOP_GRACE)
+                else:
+                    stop_proc(proc)
+                run.procs.remove(proc)
+                run.ctl_log.append(f"{time.time() - run.t0:8.3f}s {verb}: {label} pid {proc.popen.pid} "
+                                   f"exited with {proc.popen.returncode}")
+            if verb in ("stop", "kill"):
+                return f"ok {label} stopped"
+            if verb == "start" and running:
+                return f"error {label} is already running"
+            (start_broker if label == "broker" else start_namesrv)(run)
+            new = find_proc(run, label)
+            run.ctl_log.append(f"{time.time() - run.t0:8.3f}s {verb}: {label} pid {new.popen.pid} up "
+                               f"after {time.monotonic() - t:.1f}s")
+            return f"ok {label} running pid {new.popen.pid} after {time.monotonic() - t:.1f}s"
+        except ScenarioFailure as e:
+            run.ctl_log.append(f"{time.time() - run.t0:8.3f}s {verb} {label} failed: {e}")
+            return f"error {e}"
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"error {type(e).__name__}: {e}"
+
+
+class CtlServer:
+    """The RINGMQ_CTL Unix socket: one command line in, one answer line out, per connection."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.path = os.path.join(run.tmp, "ctl.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="ctl")
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop_ev.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c: socket.socket) -> None:
+        with c:
+            c.settimeout(10.0)
+            data = b""
+            try:
+                while not data.endswith(b"\n") and len(data) < 1000:
+                    chunk = c.recv(1000)
+                    if not chunk:
+                        break
+                    data += chunk
+                answer = ctl_command(self.run, data.decode("utf-8", "replace").strip())
+                c.settimeout(None)
+                c.sendall(answer.encode() + b"\n")
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.stop_ev.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
+                 capture: bool = False) -> Tuple[bool, str, Run]:
     tmp = tempfile.mkdtemp(prefix=f"ringmq-conf-{sc.name}-")
-    run = Run(sc, tmp)
+    run = Run(sc, tmp, binary=binary)
     ok, reason = False, ""
+    ctl: Optional[CtlServer] = None
     try:
         if sc.meta_error:
             raise ScenarioFailure(sc.meta_error)
@@ -299,6 +460,7 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool)
             os.makedirs(d, exist_ok=True)
         base_env = dict(os.environ)
         base_env["HOME"] = home
+        run.base_env = base_env
         taken: set = set()
         env = dict(base_env)
         env.update({"SCENARIO_NAME": sc.name, "SCENARIO_TMP": tmp, "CONFORMANCE_ROOT": ROOT,
@@ -309,42 +471,70 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool)
         if binary:
             env["RINGMQ_BIN"] = binary
         if "namesrv" in sc.needs:
-            ns_port = free_port(taken)
-            namesrv = f"127.0.0.1:{ns_port}"
-            conf = os.path.join(tmp, "namesrv.conf")
-            write_conf(conf, {"listenPort": ns_port})
-            p = start_proc(run, "namesrv", [binary, "namesrv", "-c", conf], base_env)
-            wait_listening(p, ns_port, START_TIMEOUT)
-            env["NAMESRV_ADDR"] = namesrv
+            run.namesrv_port = free_port(taken)
+            run.namesrv_addr = f"127.0.0.1:{run.namesrv_port}"
+            run.namesrv_conf = os.path.join(tmp, "namesrv.conf")
+            write_conf(run.namesrv_conf, {"listenPort": run.namesrv_port})
+            start_namesrv(run)
+            env["NAMESRV_ADDR"] = run.namesrv_addr
         if "broker" in sc.needs:
             # listenPort-2 (VIP channel) and listenPort+1 (HA) must be free too.
-            br_port = free_port(taken, also_free=(-2, 1))
-            broker_addr = f"127.0.0.1:{br_port}"
-            conf = os.path.join(tmp, "broker.conf")
-            write_conf(conf, {
+            run.broker_port = free_port(taken, also_free=(-2, 1))
+            run.broker_addr = f"127.0.0.1:{run.broker_port}"
+            run.broker_conf = os.path.join(tmp, "broker.conf")
+            props: Dict[str, object] = {
                 "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 0,
-                "listenPort": br_port, "haListenPort": br_port + 1, "brokerIP1": "127.0.0.1",
-                "namesrvAddr": env["NAMESRV_ADDR"], "storePathRootDir": data,
+                "listenPort": run.broker_port, "haListenPort": run.broker_port + 1, "brokerIP1": "127.0.0.1",
+                "namesrvAddr": run.namesrv_addr, "storePathRootDir": data,
                 "autoCreateTopicEnable": "true",
-            })
-            p = start_proc(run, "broker", [binary, "broker", "-c", conf], base_env)
-            wait_listening(p, br_port, START_TIMEOUT)
-            wait_broker_routable(env["NAMESRV_ADDR"], broker_addr, p, REGISTER_TIMEOUT)
-            env["BROKER_ADDR"] = broker_addr
+            }
+            props.update(sc.broker_conf)
+            write_conf(run.broker_conf, props)
+            start_broker(run)
+            env["BROKER_ADDR"] = run.broker_addr
+            env["BROKER_ADDR_REAL"] = run.broker_addr
+        if sc.needs:
+            ctl = CtlServer(run)
+            env["RINGMQ_CTL"] = ctl.path
+        if capture and sc.needs:
+            start_capture(run, env)
         ok, reason = run_client(run, argv, env)
-        for proc in run.procs:
-            rc = proc.popen.poll()
-            if rc is not None:
-                ok, reason = False, f"{proc.label} exited with code {rc} during the scenario" + (
-                    f" (client: {reason})" if reason else "")
+        with run.lock:
+            for proc in run.procs:
+                rc = proc.popen.poll()
+                if rc is not None:
+                    ok, reason = False, f"{proc.label} exited with code {rc} during the scenario" + (
+                        f" (client: {reason})" if reason else "")
+                    run.skipped = False
     except ScenarioFailure as e:
         ok, reason = False, str(e)
     finally:
-        for proc in reversed(run.procs):
-            stop_proc(proc)
-        if ok and not keep:
+        if ctl is not None:
+            ctl.close()
+        for px in run.proxies:
+            px.stop()
+        with run.lock:
+            for proc in reversed(run.procs):
+                stop_proc(proc)
+        if (ok or run.skipped) and not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     return ok, reason, run
+
+
+def start_capture(run: Run, env: Dict[str, str]) -> None:
+    """Put logging proxies in front of the namesrv (rewriting broker addresses) and the broker."""
+    lock = threading.Lock()
+    broker_px = None
+    if run.broker_addr:
+        broker_px = wireproxy.WireProxy("broker", run.broker_addr, t0=run.t0, sink=run.frames, lock=lock).start()
+        run.proxies.append(broker_px)
+        env["BROKER_ADDR"] = broker_px.addr
+    rewrite = wireproxy.addr_rewriter(run.broker_addr, broker_px.addr) if broker_px else None
+    ns_px = wireproxy.WireProxy("namesrv", run.namesrv_addr, t0=run.t0, rewrite=rewrite, sink=run.frames,
+                                lock=lock).start()
+    run.proxies.append(ns_px)
+    env["NAMESRV_ADDR"] = ns_px.addr
+    env["NAMESRV_ADDR_REAL"] = run.namesrv_addr
 
 
 def run_client(run: Run, argv: List[str], env: Dict[str, str]) -> Tuple[bool, str]:
@@ -367,6 +557,12 @@ def run_client(run: Run, argv: List[str], env: Dict[str, str]) -> Tuple[bool, st
         run.client_output = fh.read().decode("utf-8", "replace")
     if rc is None:
         return False, f"timed out after {sc.timeout:.0f}s"
+    lines = [ln for ln in run.client_output.strip().splitlines() if ln.strip()]
+    if rc == SKIP_EXIT or (lines and lines[-1].startswith("SKIP:")):
+        skip_lines = [ln for ln in lines if ln.startswith("SKIP:")]
+        run.skipped = True
+        why = skip_lines[-1][len("SKIP:"):].strip() if skip_lines else f"exit status {rc}"
+        return False, why[:300]
     if rc != 0:
         lines = [ln for ln in run.client_output.strip().splitlines() if ln.strip()]
         fail_lines = [ln for ln in lines if ln.startswith(("FAIL", "AssertionError", "Error"))]
@@ -377,7 +573,7 @@ def run_client(run: Run, argv: List[str], env: Dict[str, str]) -> Tuple[bool, st
     return True, ""
 
 
-def print_failure_details(run: Run) -> None:
+def print_failure_details(run: Run, capture_lines: int = CAPTURE_LINES) -> None:
     def block(title: str, text: str) -> None:
         print(f"    --- {title} ---")
         for line in (text.rstrip() or "(empty)").splitlines():
@@ -389,6 +585,25 @@ def print_failure_details(run: Run) -> None:
         block("client output", "\n".join(run.client_output.splitlines()[-LOG_TAIL * 2:]))
     for path in sorted(glob.glob(os.path.join(run.client_log_dir or "/nonexistent", "*")))[:3]:
         block(f"client library log {os.path.basename(path)}", tail(path, 30))
+    if run.ctl_log:
+        block("process control (RINGMQ_CTL)", "\n".join(run.ctl_log))
+    if run.proxies:
+        with run.lock:
+            frames = sorted(run.frames, key=lambda c: c.t)
+        lines = wireproxy.describe(frames, run.t0)
+        for px in run.proxies:
+            lines.extend(f"proxy error: {e}" for e in px.errors[:20])
+        wire = os.path.join(run.tmp, "wire.txt")
+        try:
+            with open(wire, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+        except OSError as e:
+            wire = f"(cannot write {wire}: {e})"
+        shown = lines[-capture_lines:] if capture_lines > 0 else []
+        head = f"(last {len(shown)} of {len(lines)} lines; all in {wire})\n" if len(shown) < len(lines) else ""
+        block(f"wire capture: {len(frames)} frames through the proxies", head + "\n".join(shown))
+    else:
+        print("    (re-run with --capture to see the frames exchanged)")
     print(f"    (scenario files kept in {run.tmp})")
 
 
@@ -403,12 +618,18 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print client output of passing scenarios")
     ap.add_argument("--bin", help="ringmq binary (overrides RINGMQ_BIN)")
     ap.add_argument("--dir", default=SCENARIOS, help="scenario directory (default: scenarios/)")
+    ap.add_argument("--capture", action="store_true",
+                    default=os.environ.get("RINGMQ_CONF_CAPTURE", "") not in ("", "0"),
+                    help="interpose logging proxies; print decoded frames of failed scenarios")
+    ap.add_argument("--capture-lines", type=int, default=CAPTURE_LINES,
+                    help=f"how many capture lines to print per failure (default {CAPTURE_LINES})")
     args = ap.parse_args()
 
     scenarios = [s for s in discover(args.dir) if not args.filters or any(f in s.name for f in args.filters)]
     if args.list:
         for s in scenarios:
             print(f"{s.name:40s} needs: {' '.join(s.needs) or 'none':16s} timeout: {s.timeout:.0f}s"
+                  + (f"  [expect unsupported: {s.expect_unsupported}]" if s.expect_unsupported else "")
                   + (f"  [error: {s.meta_error}]" if s.meta_error else ""))
         return 0
 
@@ -421,26 +642,40 @@ def main() -> int:
         raise KeyboardInterrupt()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    passed = failed = 0
+    passed = failed = skipped = 0
     try:
         for sc in scenarios:
-            ok, reason, run = run_scenario(sc, binary, bin_desc, args.keep)
+            ok, reason, run = run_scenario(sc, binary, bin_desc, args.keep, capture=args.capture)
             if ok:
                 passed += 1
-                print(f"ok {sc.name}", flush=True)
+                note = (f" (marked 'expect: unsupported: {sc.expect_unsupported}' but passes now: "
+                        f"remove the mark)") if sc.expect_unsupported else ""
+                print(f"ok {sc.name}{note}", flush=True)
                 if args.verbose and run.client_output.strip():
                     for line in run.client_output.rstrip().splitlines():
                         print(f"    | {line}")
+            elif run.skipped:
+                skipped += 1
+                print(f"skip {sc.name}: {reason}", flush=True)
+                if args.verbose and run.client_output.strip():
+                    for line in run.client_output.rstrip().splitlines():
+                        print(f"    | {line}")
+            elif sc.expect_unsupported and not sc.meta_error:
+                skipped += 1
+                print(f"skip {sc.name}: {sc.expect_unsupported} (expected unsupported; failed with: {reason})",
+                      flush=True)
+                if args.verbose:
+                    print_failure_details(run, args.capture_lines)
             else:
                 failed += 1
                 print(f"FAIL {sc.name}: {reason}", flush=True)
-                print_failure_details(run)
+                print_failure_details(run, args.capture_lines)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         failed += 1
     if not scenarios:
         print("no scenarios matched", flush=True)
-    print(f"{passed} passed, {failed} failed", flush=True)
+    print(f"{passed} passed, {failed} failed, {skipped} skipped", flush=True)
     return 1 if failed or not scenarios else 0
 
 

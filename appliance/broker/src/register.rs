@@ -6,6 +6,7 @@
 //! a slow or dead name server only delays this thread (bounded by `registerBrokerTimeoutMills`).
 
 use std::io::{Read, Write};
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -27,15 +28,30 @@ pub fn call(
     request: &RemotingCommand,
     timeout: Duration,
 ) -> Result<RemotingCommand, String> {
+    let mut stream = connect(addr, timeout)?;
+    call_on(&mut stream, addr, request, timeout)
+}
+
+fn connect(addr: &str, timeout: Duration) -> Result<TcpStream, String> {
     let sock: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|e| format!("bad name server address {addr:?}: {e}"))?
         .next()
         .ok_or_else(|| format!("name server address {addr:?} resolves to nothing"))?;
-    let deadline = Instant::now() + timeout;
-    let mut stream =
+    let stream =
         TcpStream::connect_timeout(&sock, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
     let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// Sends `request` on `stream` and reads until its response arrives or `timeout` passes.
+fn call_on(
+    stream: &mut TcpStream,
+    addr: &str,
+    request: &RemotingCommand,
+    timeout: Duration,
+) -> Result<RemotingCommand, String> {
+    let deadline = Instant::now() + timeout;
     let mut out = BytesMut::new();
     request.encode(&mut out);
     stream.set_write_timeout(Some(timeout)).ok();
@@ -72,6 +88,34 @@ pub fn call(
     }
 }
 
+/// One long-lived connection per name server, owned by the registration thread.
+///
+/// A name server drops a broker's routes the moment the connection it registered on
+/// closes (as Java's does), so registering on a fresh connection each time would make
+/// the broker vanish from routes right after every registration. A failed call drops its
+/// connection; the next call reconnects.
+#[derive(Default)]
+pub struct NamesrvConnections {
+    streams: HashMap<String, TcpStream>,
+}
+
+impl NamesrvConnections {
+    pub fn call(
+        &mut self,
+        addr: &str,
+        request: &RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, String> {
+        let mut stream = match self.streams.remove(addr) {
+            Some(stream) => stream,
+            None => connect(addr, timeout)?,
+        };
+        let response = call_on(&mut stream, addr, request, timeout)?;
+        self.streams.insert(addr.to_string(), stream);
+        Ok(response)
+    }
+}
+
 /// The REGISTER_BROKER body: `{"filterServerList":[],"topicConfigSerializeWrapper":{…}}`.
 pub fn register_body(ctx: &BrokerContext) -> String {
     let wrapper = ctx.topics.wrapper();
@@ -104,12 +148,12 @@ fn register_request(ctx: &BrokerContext) -> RemotingCommand {
 }
 
 /// Registers with every configured name server once; returns how many accepted.
-pub fn register_all(ctx: &BrokerContext) -> usize {
+pub fn register_all(ctx: &BrokerContext, connections: &mut NamesrvConnections) -> usize {
     let timeout = Duration::from_millis(ctx.config.register_broker_timeout_ms.clamp(100, 60_000));
     let mut ok = 0;
     for addr in ctx.config.namesrv_addrs() {
         let request = register_request(ctx);
-        match call(&addr, &request, timeout) {
+        match connections.call(&addr, &request, timeout) {
             Ok(r) if r.code == ResponseCode::Success.code() => {
                 ok += 1;
                 tracing::debug!(namesrv = addr, "registered broker");
@@ -124,7 +168,7 @@ pub fn register_all(ctx: &BrokerContext) -> usize {
 }
 
 /// Unregisters from every name server (shutdown).
-pub fn unregister_all(ctx: &BrokerContext) {
+pub fn unregister_all(ctx: &BrokerContext, connections: &mut NamesrvConnections) {
     let c = &ctx.config;
     for addr in c.namesrv_addrs() {
         let request = RemotingCommand::request(
@@ -135,7 +179,7 @@ pub fn unregister_all(ctx: &BrokerContext) {
         .with_ext("brokerAddr", c.broker_addr())
         .with_ext("clusterName", c.broker_cluster_name.as_str())
         .with_ext("brokerId", c.broker_id.to_string());
-        if let Err(e) = call(&addr, &request, Duration::from_secs(3)) {
+        if let Err(e) = connections.call(&addr, &request, Duration::from_secs(3)) {
             tracing::warn!(namesrv = addr, "UNREGISTER_BROKER failed: {e}");
         }
     }
@@ -166,9 +210,10 @@ impl Registrar {
                 if ctx.config.namesrv_addrs().is_empty() {
                     tracing::warn!("namesrvAddr is not set: this broker is not registered with any name server");
                 }
+                let mut connections = NamesrvConnections::default();
                 loop {
                     if !ctx.config.namesrv_addrs().is_empty() {
-                        register_all(&ctx);
+                        register_all(&ctx, &mut connections);
                     }
                     match rx.recv_timeout(period) {
                         Ok(Signal::Now) | Err(RecvTimeoutError::Timeout) => {
@@ -178,7 +223,7 @@ impl Registrar {
                         Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                     }
                 }
-                unregister_all(&ctx);
+                unregister_all(&ctx, &mut connections);
             })
             .expect("spawn the registration thread");
         Self {

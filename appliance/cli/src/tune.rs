@@ -138,8 +138,7 @@ fn queue_dir_for(dir: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let existing = dir.ancestors().find(|p| p.exists())?;
     let dev = std::fs::metadata(existing).ok()?.dev();
-    // SAFETY: major/minor are pure arithmetic on the device number.
-    let (major, minor) = unsafe { (libc::major(dev), libc::minor(dev)) };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
     let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
     let sys = std::fs::canonicalize(sys).ok()?;
     [sys.join("queue"), sys.parent()?.join("queue")]

@@ -43,6 +43,7 @@ struct Args {
     rounds: usize,
     defer_taskrun: bool,
     client_threads: usize,
+    client_cores: Option<Vec<usize>>,
 }
 
 fn usage() -> ! {
@@ -50,7 +51,8 @@ fn usage() -> ! {
         "echo_bench [--conns N=16] [--depth D=32] [--secs S=5] [--warmup S=1] [--body BYTES=64] \
          [--json] [--cores LIST (default: CoreMap::detect().network)] [--only ringmq|baseline] \
          [--rounds R=2 (alternating order, to cancel drift from other load)] [--defer-taskrun] \
-         [--client-threads T=2 (compio client runtimes sharing the connections)]"
+         [--client-threads T=2 (compio client runtimes sharing the connections)] \
+         [--client-cores LIST (restrict client threads to these cores; default: anywhere)]"
     );
     std::process::exit(2)
 }
@@ -68,6 +70,7 @@ fn parse_args() -> Args {
         rounds: 2,
         defer_taskrun: false,
         client_threads: 2,
+        client_cores: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -81,6 +84,9 @@ fn parse_args() -> Args {
             "--json" => a.json = true,
             "--defer-taskrun" => a.defer_taskrun = true,
             "--client-threads" => a.client_threads = value().parse().unwrap_or_else(|_| usage()),
+            "--client-cores" => {
+                a.client_cores = Some(cores::parse_core_list(&value()).unwrap_or_else(|_| usage()))
+            }
             "--cores" => {
                 a.network_cores = cores::parse_core_list(&value()).unwrap_or_else(|_| usage())
             }
@@ -93,6 +99,24 @@ fn parse_args() -> Args {
         usage();
     }
     a
+}
+
+/// Restricts the calling thread to `cores` (any of them; the kernel balances within).
+fn restrict_to(cores: &[usize]) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for ids < CPU_SETSIZE,
+    // and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes from it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!(
+                "warning: cannot restrict thread to cores {cores:?}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
 }
 
 fn echo(request: &RemotingCommand) -> RemotingCommand {
@@ -108,7 +132,7 @@ impl RequestHandler for EchoHandler {
 }
 
 /// The baseline: one blocking thread per connection, read -> decode all -> write all.
-fn start_baseline() -> (SocketAddr, Arc<AtomicBool>) {
+fn start_baseline(server_cores: Vec<usize>) -> (SocketAddr, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind baseline");
     let addr = listener.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -122,9 +146,12 @@ fn start_baseline() -> (SocketAddr, Arc<AtomicBool>) {
                 }
                 let Ok(mut stream) = stream else { continue };
                 let _ = stream.set_nodelay(true);
+                let server_cores = server_cores.clone();
                 let _ = std::thread::Builder::new()
                     .name(format!("base-conn-{i}"))
                     .spawn(move || {
+                        // Same cores as ringmq's network cores: a per-core comparison.
+                        restrict_to(&server_cores);
                         let decoder = FrameDecoder::default();
                         let mut rbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
                         let mut wbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -339,9 +366,15 @@ fn load(name: &'static str, addr: SocketAddr, args: &Args, cpu_prefix: &str) -> 
             let depth = args.depth;
             // Spread connections evenly over the client threads.
             let conns = args.conns / threads + usize::from(i < args.conns % threads);
+            let client_cores = args.client_cores.clone();
             std::thread::Builder::new()
                 .name(format!("client-{i}"))
-                .spawn(move || run_client_thread(conns, addr, depth, body, st, measure_from, stop))
+                .spawn(move || {
+                    if let Some(c) = &client_cores {
+                        restrict_to(c);
+                    }
+                    run_client_thread(conns, addr, depth, body, st, measure_from, stop)
+                })
                 .unwrap()
         })
         .collect();
@@ -396,7 +429,7 @@ fn bench_ringmq(args: &Args) -> (Outcome, Option<LoopCounters>) {
 }
 
 fn bench_baseline(args: &Args) -> (Outcome, Option<LoopCounters>) {
-    let (addr, stop) = start_baseline();
+    let (addr, stop) = start_baseline(args.network_cores.clone());
     let o = load("baseline", addr, args, "base-");
     stop.store(true, Ordering::Relaxed);
     let _ = TcpStream::connect(addr); // unblock the acceptor so it sees `stop`

@@ -46,6 +46,8 @@ const FLUSH_QUEUE_BOUND: usize = 4096;
 const HOUSEKEEPING_TICK_MS: u64 = 1000;
 /// Longest shutdown waits for dispatch to catch up (upstream 5 s).
 const SHUTDOWN_REPUT_WAIT_MS: u64 = 5000;
+/// How long `open` retries a held `lock` file before reporting `Locked`.
+const LOCK_RETRY_MS: u64 = 1000;
 /// Hard cap on one get's bytes (upstream MAX_PULL_MSG_SIZE, 128 MiB).
 const MAX_PULL_MSG_SIZE: usize = 128 * 1024 * 1024;
 
@@ -248,10 +250,19 @@ fn lock_store(config: &StoreConfig) -> Result<File, StoreError> {
         l_len: 1,
         l_pid: 0,
     };
-    // SAFETY: fcntl with a valid fd and a pointer to a local flock struct.
-    let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
-    if rc != 0 {
-        return Err(StoreError::Locked { path });
+    // A just-closed holder can keep the lock a moment longer (a process forking between
+    // our open and its exec shares the description), so retry briefly before refusing.
+    let deadline = Instant::now() + Duration::from_millis(LOCK_RETRY_MS);
+    loop {
+        // SAFETY: fcntl with a valid fd and a pointer to a local flock struct.
+        let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+        if rc == 0 {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(StoreError::Locked { path });
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
     let _ = f.write_all(b"lock");
     Ok(f)
