@@ -21,13 +21,16 @@ use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, SerializeType};
 use ringmq_runtime::{
-    cores, CoreMap, Reply, RequestContext, RequestHandler, Server, ServerConfig, ServerTuning,
+    cores, ring, spawn_pinned, CoreMap, Full, Reply, RequestContext, RequestHandler, Responder,
+    RingReceiver, RingSender, Server, ServerConfig, ServerTuning,
 };
 
 #[global_allocator]
 static GLOBAL: ringmq_runtime::MiMalloc = ringmq_runtime::MiMalloc;
 
 const ECHO_CODE: i32 = 1;
+/// Stage ring capacity for `--stage-core`.
+const STAGE_RING_SLOTS: usize = 64 * 1024;
 /// Client read chunk; also the baseline server's read chunk (same as ringmq's default).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -44,6 +47,7 @@ struct Args {
     defer_taskrun: bool,
     client_threads: usize,
     client_cores: Option<Vec<usize>>,
+    stage_core: Option<usize>,
 }
 
 fn usage() -> ! {
@@ -52,7 +56,8 @@ fn usage() -> ! {
          [--json] [--cores LIST (default: CoreMap::detect().network)] [--only ringmq|baseline] \
          [--rounds R=2 (alternating order, to cancel drift from other load)] [--defer-taskrun] \
          [--client-threads T=2 (compio client runtimes sharing the connections)] \
-         [--client-cores LIST (restrict client threads to these cores; default: anywhere)]"
+         [--client-cores LIST (restrict client threads to these cores; default: anywhere)] \
+         [--stage-core C (ringmq answers from a stage thread on core C via ring + Responder)]"
     );
     std::process::exit(2)
 }
@@ -71,6 +76,7 @@ fn parse_args() -> Args {
         defer_taskrun: false,
         client_threads: 2,
         client_cores: None,
+        stage_core: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -84,6 +90,7 @@ fn parse_args() -> Args {
             "--json" => a.json = true,
             "--defer-taskrun" => a.defer_taskrun = true,
             "--client-threads" => a.client_threads = value().parse().unwrap_or_else(|_| usage()),
+            "--stage-core" => a.stage_core = Some(value().parse().unwrap_or_else(|_| usage())),
             "--client-cores" => {
                 a.client_cores = Some(cores::parse_core_list(&value()).unwrap_or_else(|_| usage()))
             }
@@ -123,11 +130,44 @@ fn echo(request: &RemotingCommand) -> RemotingCommand {
     request.response_to(0, None).with_body(request.body.clone())
 }
 
-struct EchoHandler;
+/// Answers inline, or (with `--stage-core`) hands every request to a stage thread through
+/// a bounded ring and answers from there with the `Responder`: the broker's send path
+/// (network core -> append stage -> completion back to the network core).
+struct EchoHandler {
+    stage: Option<RingSender<(Responder, RemotingCommand)>>,
+}
 
 impl RequestHandler for EchoHandler {
-    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Reply {
-        Reply::Now(echo(&request).into())
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Reply {
+        let Some(stage) = &self.stage else {
+            return Reply::Now(echo(&request).into());
+        };
+        let response = echo(&request);
+        match stage.try_send((ctx.responder(), response)) {
+            Ok(()) => Reply::Later,
+            // A full ring hands the pair back; answering through the responder keeps the
+            // one-answer rule.
+            Err(Full((responder, _))) => {
+                responder
+                    .respond(request.response_to(2, Some("[OVERLOAD] stage ring full".into())));
+                Reply::Later
+            }
+        }
+    }
+}
+
+/// The stage thread: drain the ring in batches, answer each request.
+fn run_stage(rx: RingReceiver<(Responder, RemotingCommand)>, stop: Arc<AtomicBool>) {
+    const STAGE_BATCH: usize = 1024;
+    let mut batch = Vec::with_capacity(STAGE_BATCH);
+    while !stop.load(Ordering::Relaxed) || !rx.is_empty() {
+        if rx.drain(&mut batch, STAGE_BATCH) == 0 {
+            rx.wait_timeout(Duration::from_millis(10));
+            continue;
+        }
+        for (responder, response) in batch.drain(..) {
+            responder.respond(response);
+        }
     }
 }
 
@@ -417,14 +457,29 @@ fn bench_ringmq(args: &Args) -> (Outcome, Option<LoopCounters>) {
         io_uring_defer_taskrun: args.defer_taskrun,
         ..ServerTuning::default()
     };
-    let server =
-        Server::start_with(cfg, tuning, Arc::new(EchoHandler)).expect("start ringmq server");
+    let stage_stop = Arc::new(AtomicBool::new(false));
+    let (stage, stage_thread) = match args.stage_core {
+        Some(core) => {
+            // Bounded well above conns x depth, so the ring never refuses in this bench.
+            let (tx, rx) = ring(STAGE_RING_SLOTS).expect("stage ring");
+            let stop = stage_stop.clone();
+            let t = spawn_pinned("echo-stage", core, move || run_stage(rx, stop)).unwrap();
+            (Some(tx), Some(t))
+        }
+        None => (None, None),
+    };
+    let server = Server::start_with(cfg, tuning, Arc::new(EchoHandler { stage }))
+        .expect("start ringmq server");
     let o = load("ringmq", server.local_addr(), args, "echo-net-");
     let stats = server.stats();
     let stalls: u64 = stats.iter().map(|s| s.loop_stats.stalls).sum();
     let iterations: u64 = stats.iter().map(|s| s.loop_stats.iterations).sum();
     let wakeups: u64 = stats.iter().map(|s| s.wakeups).sum();
     server.shutdown();
+    stage_stop.store(true, Ordering::Relaxed);
+    if let Some(t) = stage_thread {
+        t.join().expect("stage thread");
+    }
     (o, Some((stalls, iterations, wakeups)))
 }
 
@@ -449,6 +504,9 @@ fn main() {
         cores::format_core_list(&args.network_cores),
         cores::available_cores()
     );
+    if let Some(c) = args.stage_core {
+        println!("ringmq answers through a stage thread on core {c} (ring + Responder); the baseline answers inline");
+    }
     let run_ringmq = args.only.as_deref() != Some("baseline");
     let run_baseline = args.only.as_deref() != Some("ringmq");
 

@@ -181,7 +181,12 @@ impl CommitLog {
             return None;
         }
         if let Some(ring) = self.ring.get() {
-            if end > self.flushed_offset() {
+            // Pages at or past floor_page(flushed) may still be rewritten by O_DIRECT; never
+            // fault them in through the mapping (a cached copy would go stale and the
+            // kernel reports the collision as EIO), serve them from the ring instead.
+            let safe = self.flushed_offset() / crate::mapped_file::OS_PAGE_SIZE
+                * crate::mapped_file::OS_PAGE_SIZE;
+            if end > safe {
                 return ring.read(
                     offset,
                     len,
@@ -247,6 +252,9 @@ impl AllocatorHandle {
                     let path = dir.join(offset_file_name(offset));
                     let res = MappedFile::create(&path, offset, file_size, prefault)
                         .map(|f| {
+                            if random_access {
+                                f.advise_random();
+                            }
                             f.set_wrote(0);
                             f.set_flushed(0);
                             Arc::new(f)

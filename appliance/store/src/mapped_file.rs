@@ -188,6 +188,18 @@ impl MappedFile {
         })
     }
 
+    /// Disables read-ahead and fault-around on this mapping (direct write mode).
+    pub fn advise_random(&self) {
+        // SAFETY: advising our own live mapping; failure only loses the hint.
+        unsafe {
+            libc::madvise(
+                self.ptr.as_ptr() as *mut libc::c_void,
+                self.size as usize,
+                libc::MADV_RANDOM,
+            );
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

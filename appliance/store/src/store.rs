@@ -347,6 +347,9 @@ impl MessageStore {
         let direct = config.write_mode == WriteMode::Direct;
         let ring = if direct {
             let ring = Arc::new(DirectRing::new(config.direct_write_ring_size_bytes)?);
+            for f in log.files() {
+                f.advise_random();
+            }
             let process = recovered.process_offset;
             // The partial last page must be in the ring: flushes rewrite whole pages.
             if let Some(seg) = log.segment_for(process) {

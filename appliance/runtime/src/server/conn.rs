@@ -259,11 +259,6 @@ impl ConnLocal {
         self.reader_signal.notify();
     }
 
-    /// `close` for callers that build the reason at run time.
-    pub(crate) fn close_with(&self, reason: &str) {
-        self.close(reason);
-    }
-
     fn mark_closed(&self) {
         self.phase.set(Phase::Closed);
         self.handle
@@ -641,7 +636,7 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
             }
             Err(e) => {
                 if conn.phase() == Phase::Open {
-                    conn.close_with(&format!("read failed: {e}"));
+                    conn.close(&format!("read failed: {e}"));
                 }
                 return;
             }
@@ -683,7 +678,7 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
         }
         if let Err(e) = result {
             if conn.phase() != Phase::Closed {
-                conn.close_with(&format!("write failed: {e}"));
+                conn.close(&format!("write failed: {e}"));
             }
             return;
         }

@@ -436,7 +436,7 @@ impl CoreLocal {
                     && now.saturating_duration_since(conn.last_active()) >= idle
                 {
                     bump(&self.shared.counters.idle_closed, 1);
-                    conn.close_with(&format!(
+                    conn.close(&format!(
                         "idle for {} ms (no read, no write)",
                         idle.as_millis()
                     ));
