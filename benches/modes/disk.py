@@ -11,6 +11,10 @@ directory the brokers' stores live in (so the same file system and device):
 * lone fdatasync latency: a 4 KiB write + fdatasync (the floor of one SYNC_FLUSH send's
   latency), and an fdatasync with nothing dirty (the syscall's fixed cost).
 
+A virtual disk's speed drifts with the host's other I/O (10x swings in fdatasync latency
+within minutes were seen on the dev VM), so the harness measures at the start and the end
+of a run and `probe` takes a two-second look before every cell.
+
 Each test is bounded by bytes and by seconds, whichever comes first.
 """
 
@@ -143,6 +147,17 @@ def _unlink(path):
         os.unlink(path)
     except OSError:
         pass
+
+
+def probe(directory):
+    """A ~2 s look at the disk right before a cell starts (the device's speed drifts with
+    other tenants' I/O): O_DIRECT sequential MiB/s and 4 KiB write + fdatasync p50."""
+    path = os.path.join(directory, "disk-probe.bin")
+    seq = seq_write(path, 128 * MIB, direct=True, time_limit=1.0) or \
+        seq_write(path, 128 * MIB, direct=False, time_limit=1.0)
+    lone = lone_fdatasync(path, samples=50, time_limit=1.0)
+    return {"seq_mib_per_s": seq["mib_per_s"] if seq else None,
+            "fdatasync_p50_ms": lone["write4k_fdatasync_p50_ms"]}
 
 
 def measure(directory, quick=False, log=print):

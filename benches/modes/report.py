@@ -15,6 +15,8 @@ MIB = 1024 * 1024
 # The performance bar from the project brief (a ratio target, never a test assertion).
 TARGET_ASYNC_TPS = 100_000
 TARGET_CPU_US_PER_MSG = 10.0
+# Cores used by unrelated processes during a window above which a cell is flagged.
+OTHER_LOAD_WARN = 0.2
 BENCH_KEYS = ("tps", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "max_ms", "failures")
 
 
@@ -62,6 +64,24 @@ def parse_cpu_line(text):
     return total - idle - iowait, iowait, total
 
 
+def parse_diskstats_written(text, dev):
+    """Bytes written (sectors × 512) for device (major, minor) from /proc/diskstats."""
+    major, minor = dev
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) > 9 and int(f[0]) == major and int(f[1]) == minor:
+            return int(f[9]) * 512
+    return None
+
+
+def parse_meminfo_kib(text, key):
+    """A /proc/meminfo value in KiB (None if absent)."""
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return None
+
+
 # ---------------------------------------------------------------- arithmetic
 
 def cpu_us_per_msg(ticks_before, ticks_after, clk_tck, messages):
@@ -81,6 +101,15 @@ def thread_cpu(before, after, clk_tck, secs, top=6):
             rows.append((comm, pct))
     rows.sort(key=lambda r: -r[1])
     return rows[:top]
+
+
+def other_cores(machine_busy_pct, ncpu, broker_cpu_secs, client_cpu_secs, wall_secs):
+    """Cores' worth of CPU used in a window by processes other than the broker and the
+    load generator (never negative; None without a machine sample)."""
+    if machine_busy_pct is None or wall_secs <= 0:
+        return None
+    used = machine_busy_pct / 100.0 * ncpu
+    return max(0.0, used - (broker_cpu_secs + client_cpu_secs) / wall_secs)
 
 
 def body_mib_per_s(tps, size):
@@ -144,6 +173,7 @@ def extract_lock_hold(kv):
     return found or None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _LOG_LOCK = re.compile(
     r"lock[_ -]?hold\D*?p50\D*?(\d+(?:\.\d+)?)\D*?p99\D*?(\d+(?:\.\d+)?)\D*?max\D*?(\d+(?:\.\d+)?)",
     re.IGNORECASE)
@@ -151,7 +181,8 @@ _LOG_LOCK = re.compile(
 
 def extract_lock_hold_from_log(text):
     """The last `lock_hold ... p50 X ... p99 Y ... max Z` (µs) line a broker logged."""
-    hits = _LOG_LOCK.findall(text or "")
+    # tracing colours its output: drop ANSI escapes, whose digits would look like values.
+    hits = _LOG_LOCK.findall(_ANSI.sub("", text or ""))
     if not hits:
         return None
     p50, p99, pmax = (float(x) for x in hits[-1])
@@ -181,12 +212,33 @@ def summarize_cell(cell, size, disk):
         "client_cpu_us": run.get("client_cpu_us_per_msg"),
         "machine_busy_pct": run.get("machine_busy_pct"),
         "iowait_pct": run.get("iowait_pct"),
+        "other_cores": run.get("other_cores"),
+        "disk_probe": run.get("disk_probe"),
+        "device_write_mib_s": run.get("device_write_mib_per_s"),
+        "device_per_log": run.get("device_bytes_per_log_byte"),
+        "dirty_mib_end": run.get("dirty_mib_end"),
+        "broker_write_per_log": run.get("broker_write_bytes_per_log_byte"),
+        "store_keys": run.get("runtime_info_ringmq"),
+        "rss_anon_mib": run.get("rss_anon_mib"),
+        "rss_file_mib": run.get("rss_file_mib"),
         "threads": run.get("threads", []),
         "lock_hold": run.get("lock_hold"),
         "runs": len([r for r in cell.get("runs", []) if r.get("bench")]),
         "tps_all": [round(r["bench"]["tps"]) for r in cell.get("runs", []) if r.get("bench")],
     })
     return row
+
+
+def broker_reported(keys):
+    """The store counters worth a glance (group-commit size, flush latency, busy
+    rejections) from the broker's `ringmq.*` runtime-info keys, as `k=v, ...`."""
+    picked = []
+    for k in sorted(keys or {}):
+        n = _NORM.sub("", k.lower())
+        if n.startswith("ringmq") and "lockhold" not in n and \
+                any(w in n for w in ("flush", "batch", "busy", "stall", "group")):
+            picked.append("%s=%s" % (k, keys[k]))
+    return ", ".join(picked)
 
 
 def mode_ratios(rows):
@@ -233,22 +285,24 @@ def render_markdown(result):
                   meta.get("cpus"), meta.get("kernel", "")))
     out.append("")
     out.append("| mode | msg/s | body MiB/s | log MiB/s | of raw seq | p50 ms | p99 ms | p99.9 ms "
-               "| max ms | fail | broker µs/msg | client µs/msg | CPU busy | lock-hold p50/p99/max µs |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+               "| max ms | fail | broker µs/msg | client µs/msg | CPU busy | other load | "
+               "lock-hold p50/p99/max µs |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         if r.get("tps") is None:
-            out.append("| %s | %s |  |  |  |  |  |  |  |  |  |  |  | %s |"
+            out.append("| %s | %s |  |  |  |  |  |  |  |  |  |  |  |  | %s |"
                        % (r["name"], r["status"], r.get("note", "")))
             continue
         lh = r.get("lock_hold")
         lh_text = ("%s / %s / %s" % (_f(lh.get("p50_us")), _f(lh.get("p99_us")),
                                      _f(lh.get("max_us")))) if lh else "n/a"
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["name"], _f(r["tps"]), _f(r["body_mib_s"], "%.1f"), _f(r["log_mib_s"], "%.1f"),
             _pct(r["of_raw_seq"]), _f(r["p50_ms"], "%.2f"), _f(r["p99_ms"], "%.2f"),
             _f(r["p999_ms"], "%.2f"), _f(r["max_ms"], "%.1f"), _f(r["failures"]),
             _f(r["broker_cpu_us"], "%.1f"), _f(r["client_cpu_us"], "%.1f"),
-            _f(r["machine_busy_pct"], "%.0f%%"), lh_text))
+            _f(r["machine_busy_pct"], "%.0f%%"), _f(r.get("other_cores"), "%.2f cores"),
+            lh_text))
     out.append("")
     ratios = mode_ratios(rows)
     bar = []
@@ -276,19 +330,61 @@ def render_markdown(result):
         for line in bar:
             out.append("- " + line)
         out.append("")
-    out.append("Busiest broker threads during the measured window (% of one core):")
+    failed = ["%s %s" % (r["name"], _f(r["failures"])) for r in rows if r.get("failures")]
+    if failed:
+        out.append("Failed sends (msg/s counts acknowledged sends only; codes in results.json): "
+                   + ", ".join(failed) + ".")
+        out.append("")
+    busy = [r["name"] for r in rows if (r.get("other_cores") or 0) >= OTHER_LOAD_WARN]
+    if busy:
+        out.append("**Shared machine:** other processes used ≥ %.1f cores during %s; those "
+                   "cells' numbers understate ringmq — rerun on an idle machine."
+                   % (OTHER_LOAD_WARN, ", ".join(busy)))
+        out.append("")
+    out.append("Busiest broker threads during the measured window (% of one core), and what "
+               "reached the disk device:")
     out.append("")
     for r in rows:
         if r.get("threads"):
-            out.append("- %s: %s" % (r["name"], ", ".join(
-                "%s %.0f%%" % (html.escape(n), p) for n, p in r["threads"])))
+            io = ""
+            if r.get("device_write_mib_s") is not None:
+                io = "; device writes %.0f MiB/s" % r["device_write_mib_s"]
+                if r.get("device_per_log"):
+                    io += " (%.2f× the CommitLog's growth)" % r["device_per_log"]
+            if r.get("broker_write_per_log") is not None:
+                io += "; broker's own write_bytes %.2f× the CommitLog's growth" % r["broker_write_per_log"]
+            if r.get("rss_anon_mib") is not None:
+                io += "; broker RSS anon %.0f MiB + file %.0f MiB" % (
+                    r["rss_anon_mib"], r.get("rss_file_mib") or 0)
+            if r.get("dirty_mib_end") is not None:
+                io += "; %.0f MiB dirty in the page cache at the end" % r["dirty_mib_end"]
+            extra = broker_reported(r.get("store_keys"))
+            if extra:
+                io += "; broker reports " + extra
+            out.append("- %s: %s%s" % (r["name"], ", ".join(
+                "%s %.0f%%" % (html.escape(n), p) for n, p in r["threads"]), io))
     out.append("")
-    out.append("Raw disk, same run, same file system as the stores:")
+    probes = [(r["name"], r["disk_probe"]) for r in rows
+              if r.get("disk_probe") and r["disk_probe"].get("fdatasync_p50_ms") is not None]
+    if probes:
+        out.append("Disk right before each cell (2 s probe): " + "; ".join(
+            "%s %s MiB/s, fdatasync p50 %.2f ms" % (n, _f(p.get("seq_mib_per_s")),
+                                                   p["fdatasync_p50_ms"]) for n, p in probes))
+        out.append("")
+    end = result.get("disk_end")
+    out.append("Raw disk, same run, same file system as the stores (the ratios use the best "
+               "sequential rate seen: %s MiB/s):" % _f(disk.get("raw_seq_mib_per_s")))
     out.append("")
-    out.append("| measurement | value |")
-    out.append("|---|---:|")
-    for label, v in disk_lines(disk):
-        out.append("| %s | %s |" % (label, v))
+    if end:
+        out.append("| measurement | run start | run end |")
+        out.append("|---|---:|---:|")
+        for (label, v), (_, v2) in zip(disk_lines(disk), disk_lines(end)):
+            out.append("| %s | %s | %s |" % (label, v, v2))
+    else:
+        out.append("| measurement | value |")
+        out.append("|---|---:|")
+        for label, v in disk_lines(disk):
+            out.append("| %s | %s |" % (label, v))
     out.append("")
     for note in result.get("notes", []):
         out.append("- " + note)
@@ -298,24 +394,25 @@ def render_markdown(result):
 
 
 def disk_lines(disk):
-    """(label, formatted value) pairs for the raw-disk table."""
-    lines = []
+    """(label, formatted value) pairs for the raw-disk table; always the same six labels
+    so a run-start and a run-end measurement line up."""
+    disk = disk or {}
 
     def mib(rec):
         return "%.0f MiB/s" % rec["mib_per_s"] if rec else "n/a"
-    lines.append(("sequential 1 MiB writes + fdatasync (page cache)", mib(disk.get("seq_buffered"))))
-    lines.append(("sequential 1 MiB writes, O_DIRECT", mib(disk.get("seq_direct"))))
     gc = disk.get("group_commit")
-    lines.append(("512 KiB write + fdatasync loop", mib(gc)))
-    if gc:
-        lines.append(("  fdatasync p50 / p99 in that loop", "%.2f / %.2f ms"
-                      % (gc["fdatasync_p50_ms"], gc["fdatasync_p99_ms"])))
     lone = disk.get("lone_fdatasync")
-    if lone:
-        lines.append(("lone 4 KiB write + fdatasync p50 / p99", "%.2f / %.2f ms"
-                      % (lone["write4k_fdatasync_p50_ms"], lone["write4k_fdatasync_p99_ms"])))
-        lines.append(("fdatasync with nothing dirty p50", "%.3f ms" % lone["clean_fdatasync_p50_ms"]))
-    return lines
+    return [
+        ("sequential 1 MiB writes + fdatasync (page cache)", mib(disk.get("seq_buffered"))),
+        ("sequential 1 MiB writes, O_DIRECT", mib(disk.get("seq_direct"))),
+        ("512 KiB write + fdatasync loop", mib(gc)),
+        ("  fdatasync p50 / p99 in that loop", "%.2f / %.2f ms"
+         % (gc["fdatasync_p50_ms"], gc["fdatasync_p99_ms"]) if gc else "n/a"),
+        ("lone 4 KiB write + fdatasync p50 / p99", "%.2f / %.2f ms"
+         % (lone["write4k_fdatasync_p50_ms"], lone["write4k_fdatasync_p99_ms"]) if lone else "n/a"),
+        ("fdatasync with nothing dirty p50",
+         "%.3f ms" % lone["clean_fdatasync_p50_ms"] if lone else "n/a"),
+    ]
 
 
 def render_compare_markdown(result):
@@ -326,15 +423,19 @@ def render_compare_markdown(result):
            "warm-up; runs alternate (ABBA) so drift cancels. ringmq side: %s."
            % (m.get("size"), m.get("concurrency"), m.get("measure_secs"), m.get("ringmq_mode")),
            "", "| pair | ringmq msg/s | target msg/s | tps ratio | ringmq p99 ms | target p99 ms "
-           "| p99 ratio (target/ringmq) |", "|---:|---:|---:|---:|---:|---:|---:|"]
+           "| p99 ratio (target/ringmq) | ringmq µs/msg | target µs/msg |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for i, p in enumerate(result.get("pairs", []), 1):
-        out.append("| %d | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             i, _f(p.get("ringmq_tps")), _f(p.get("target_tps")), _f(p.get("tps_ratio"), "%.2f"),
             _f(p.get("ringmq_p99_ms"), "%.2f"), _f(p.get("target_p99_ms"), "%.2f"),
-            _f(p.get("p99_ratio"), "%.2f")))
+            _f(p.get("p99_ratio"), "%.2f"), _f(p.get("ringmq_cpu_us_per_msg"), "%.1f"),
+            _f(p.get("target_cpu_us_per_msg"), "%.1f")))
     out.append("")
-    out.append("Median tps ratio (ringmq / target): **%s**; median p99 ratio (target / ringmq): "
-               "**%s**." % (_f(result.get("median_tps_ratio"), "%.2f"),
+    tps = [p["tps_ratio"] for p in result.get("pairs", []) if p.get("tps_ratio")]
+    spread = (" (pairs range %.2f–%.2f)" % (min(tps), max(tps))) if len(tps) > 1 else ""
+    out.append("Median tps ratio (ringmq / target): **%s**%s; median p99 ratio (target / ringmq): "
+               "**%s**." % (_f(result.get("median_tps_ratio"), "%.2f"), spread,
                             _f(result.get("median_p99_ratio"), "%.2f")))
     out.append("")
     for note in result.get("notes", []):
@@ -383,11 +484,13 @@ def render_throughput_svg(rows, raw_seq_mib=None, size=1024, target_tps=TARGET_A
     """Bars of msg/s per mode, with dashed lines for the 100k bar and for the raw disk's
     sequential limit expressed in messages of `size` bytes."""
     rows = [r for r in rows if r.get("tps") is not None]
-    w, h, left, right, top, bottom = 720, 380, 70, 20, 40, 90
+    w, h, left, right, top, bottom = 720, 390, 70, 20, 52, 90
     pw, ph = w - left - right, h - top - bottom
     disk_tps = raw_seq_mib * MIB / size if raw_seq_mib else None
-    ymax = _nice_ceiling(max([r["tps"] for r in rows] + [target_tps] + ([disk_tps] if disk_tps else [])
-                             + [1]) * 1.05)
+    top_bar = max([r["tps"] for r in rows] + [target_tps, 1])
+    # A fast disk's limit can be 20x the bars; then it is named, not drawn to scale.
+    disk_on_scale = disk_tps is not None and disk_tps <= 2.5 * top_bar
+    ymax = _nice_ceiling(max(top_bar, disk_tps if disk_on_scale else 0) * 1.08)
     s = _svg_open(w, h, "Throughput per mode (1 KiB sync sends, msg/s)")
 
     def y(v):
@@ -404,18 +507,27 @@ def render_throughput_svg(rows, raw_seq_mib=None, size=1024, target_tps=TARGET_A
         s.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %.0f msg/s</title></rect>'
                  % (x, y(r["tps"]), bw, top + ph - y(r["tps"]), _COLORS[i % len(_COLORS)],
                     _esc(r["name"]), r["tps"]))
-        s.append('<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>'
-                 % (x + bw / 2, y(r["tps"]) - 4, _esc(_k(r["tps"]))))
+        s.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>'
+                 % (x + bw / 2, y(r["tps"]) - 5, _esc(_k(r["tps"]))))
         s.append('<text x="%.1f" y="%d" text-anchor="end" transform="rotate(-30 %.1f %d)">%s</text>'
                  % (x + bw / 2, top + ph + 16, x + bw / 2, top + ph + 16, _esc(r["name"])))
     s.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (left, top + ph, left + pw, top + ph))
-    for v, label, color in ((target_tps, "target 100k msg/s", "#c00"),
-                            (disk_tps, "raw disk seq limit", "#555")):
-        if v:
+    # Reference lines; their labels sit in a legend row under the title so they never
+    # collide with the bars' value labels.
+    legend = [(target_tps, "target %s msg/s" % _k(target_tps), "#c00", True)]
+    if disk_tps:
+        legend.append((disk_tps, "raw disk sequential limit = %s msg/s%s"
+                       % (_k(disk_tps), "" if disk_on_scale else " (off scale)"), "#555",
+                       disk_on_scale))
+    lx = left + 4
+    for v, label, color, drawn in legend:
+        if drawn:
             s.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-dasharray="6,4"/>'
                      % (left, y(v), left + pw, y(v), color))
-            s.append('<text x="%d" y="%.1f" text-anchor="end" fill="%s">%s</text>'
-                     % (left + pw - 4, y(v) - 4, color, _esc(label)))
+        s.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-dasharray="6,4"/>'
+                 % (lx, top - 4, lx + 24, top - 4, color))
+        s.append('<text x="%d" y="%d" fill="%s">%s</text>' % (lx + 30, top, color, _esc(label)))
+        lx += 40 + 7 * len(label)
     s.append("</svg>")
     return "\n".join(s) + "\n"
 

@@ -130,8 +130,8 @@ def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC):
 
 
 def cell_estimate_secs(s):
-    # start (incl. 1 GiB segment allocation) + warm-up + measured + stop and cleanup
-    return 8 + s["warmup_secs"] + s["measure_secs"] + 6
+    # disk probe + start (incl. 1 GiB segment allocation) + warm-up + measured + stop
+    return 2 + 8 + s["warmup_secs"] + s["measure_secs"] + 6
 
 
 # ---------------------------------------------------------------- processes
@@ -301,6 +301,42 @@ def read_machine():
         return report.parse_cpu_line(f.readline())
 
 
+def block_device(path):
+    """(major, minor) of the device holding `path`, for /proc/diskstats."""
+    st = os.stat(path)
+    return os.major(st.st_dev), os.minor(st.st_dev)
+
+
+def device_written_bytes(dev):
+    """Bytes written to the block device so far (sectors written × 512); None if unknown."""
+    try:
+        with open("/proc/diskstats") as f:
+            return report.parse_diskstats_written(f.read(), dev)
+    except OSError:
+        return None
+
+
+def proc_write_bytes(pid):
+    """/proc/<pid>/io write_bytes: bytes the process caused to be written to storage,
+    charged when it dirties page-cache pages (or issues direct I/O)."""
+    try:
+        with open("/proc/%d/io" % pid) as f:
+            for line in f:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def dirty_mib():
+    try:
+        with open("/proc/meminfo") as f:
+            return report.parse_meminfo_kib(f.read(), "Dirty") / 1024.0
+    except (OSError, TypeError):
+        return None
+
+
 def commitlog_fds(pid):
     """(fds open on a commitlog file, how many of them with O_DIRECT): checks that the
     write mode asked for is the one the broker uses."""
@@ -372,10 +408,15 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
     secs = secs or s["measure_secs"]
     pid = cluster.broker.pid
     info0 = safe_runtime_info(cluster.broker_addr)
+    dev = block_device(TMP_BASE)
+    dw0, pw0 = device_written_bytes(dev), proc_write_bytes(pid)
     ticks0, tasks0, mach0 = read_ticks(pid), read_tasks(pid), read_machine()
+    w0 = time.monotonic()
     summary, stdout, stderr, client_cpu = run_bench(
         bench_argv(binary, cluster.namesrv, s, secs, concurrency), timeout=secs + 60)
     ticks1, tasks1, mach1 = read_ticks(pid), read_tasks(pid), read_machine()
+    wall = time.monotonic() - w0
+    dw1, pw1 = device_written_bytes(dev), proc_write_bytes(pid)
     info1 = safe_runtime_info(cluster.broker_addr)
     run = {"bench": summary, "concurrency": concurrency or s["concurrency"]}
     if summary is None:
@@ -388,11 +429,35 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
     dbusy, dio, dtotal = (mach1[i] - mach0[i] for i in range(3))
     run["machine_busy_pct"] = 100.0 * dbusy / dtotal if dtotal else None
     run["iowait_pct"] = 100.0 * dio / dtotal if dtotal else None
+    # CPU (in cores) used during the window by everything that is neither this broker nor
+    # the load generator: other work on a shared machine makes the cell's numbers suspect.
+    run["other_cores"] = report.other_cores(
+        run["machine_busy_pct"], os.cpu_count() or 1,
+        (ticks1 - ticks0) / float(CLK_TCK), client_cpu, wall)
     try:
         dlog = int(info1.get("commitLogMaxOffset", 0)) - int(info0.get("commitLogMaxOffset", 0))
         run["log_mib_per_s"] = dlog / report.MIB / elapsed if dlog > 0 else None
     except ValueError:
-        run["log_mib_per_s"] = None
+        dlog, run["log_mib_per_s"] = 0, None
+    # What reached the device during the window (all writers on it, including writeback
+    # of pages dirtied earlier): device bytes per CommitLog byte shows write amplification,
+    # e.g. zero-filled pre-faulted segments being written back.
+    if dw0 is not None and dw1 is not None:
+        run["device_write_mib_per_s"] = (dw1 - dw0) / report.MIB / wall
+        run["device_bytes_per_log_byte"] = (dw1 - dw0) / dlog if dlog > 0 else None
+    if pw0 is not None and pw1 is not None and dlog > 0:
+        # The broker's own share, unaffected by other processes on the device: > 1 means
+        # it dirties or writes more than the records it appends (e.g. pre-faulted pages).
+        run["broker_write_bytes_per_log_byte"] = (pw1 - pw0) / dlog
+    run["dirty_mib_end"] = dirty_mib()
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            st = f.read()
+        # RssAnon is the broker's own memory; RssFile counts mapped CommitLog pages.
+        run["rss_anon_mib"] = report.parse_meminfo_kib(st, "RssAnon") / 1024.0
+        run["rss_file_mib"] = report.parse_meminfo_kib(st, "RssFile") / 1024.0
+    except (OSError, TypeError):
+        pass
     run["lock_hold"] = report.extract_lock_hold(info1)
     run["runtime_info_ringmq"] = {k: v for k, v in info1.items()
                                   if k.lower().startswith("ringmq") or "lock" in k.lower()}
@@ -404,6 +469,10 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
 
 def run_cell(binary, cell, s, logdir, tag, notes):
     """Fresh cluster, warm-up, one measured run. Returns a run dict (or one with error)."""
+    try:
+        disk_probe = disk.probe(TMP_BASE)
+    except OSError as e:
+        disk_probe = {"error": str(e)}
     cluster = Cluster(binary, cell, logdir, tag)
     run = {}
     try:
@@ -418,6 +487,7 @@ def run_cell(binary, cell, s, logdir, tag, notes):
             run = {"error": "warm-up failed: %s" % (werr.strip().splitlines() or ["?"])[-1]}
             return run
         run = measured_run(binary, cluster, s)
+        run["disk_probe"] = disk_probe
         if cell["write_mode"] == "direct" and run.get("commitlog_fds") and \
                 not run.get("commitlog_direct_fds"):
             notes.append("%s: no commitlog fd of the broker had O_DIRECT during the run — "
@@ -499,6 +569,7 @@ def run_matrix(args, s, out):
         order = cells if rep % 2 == 0 else list(reversed(cells))
         for cell in order:
             if cell.get("slave") and ha_skip:
+                cell["status"], cell["note"] = "skipped", ha_skip
                 continue
             if time.monotonic() + cell_estimate_secs(s) > deadline:
                 msg = "%s pass %d skipped: would exceed the %ds budget" % (
@@ -535,6 +606,12 @@ def run_matrix(args, s, out):
             cell["status"] = "ok"
     if ha_skip:
         notes.append("Replication cells skipped — " + ha_skip + ".")
+    if not args.no_disk and time.monotonic() < deadline:
+        log("measuring the raw disk again (drift check)")
+        result["disk_end"] = disk.measure(TMP_BASE, quick=s["quick"], log=log)
+        # The physical limit is the best the device showed in this run.
+        result["disk"]["raw_seq_mib_per_s"] = max(
+            result["disk"]["raw_seq_mib_per_s"], result["disk_end"]["raw_seq_mib_per_s"])
     lh_any = any(r.get("lock_hold") for c in cells for r in c["runs"])
     if not lh_any:
         notes.append("Lock-hold time: not exposed by the broker yet (no runtime-info key "
@@ -731,7 +808,7 @@ def dry_run(args, s):
           "%d pass(es)" % (s["size"], s["concurrency"] or "calibrated", s["connections"],
                            s["threads"], s["warmup_secs"], s["measure_secs"], s["repeats"]))
     cells = matrix_cells() + ([] if args.no_ha else ha_cells())
-    est = (40 if not args.no_disk else 0) + (70 if s["calibrate"] else 0) + \
+    est = (60 if not args.no_disk else 0) + (70 if s["calibrate"] else 0) + \
         len(cells) * s["repeats"] * cell_estimate_secs(s)
     print("  cells: %s" % ", ".join(c["name"] for c in cells))
     print("  estimated wall time: %.1f min (budget %.1f min)" % (est / 60, s["budget_secs"] / 60))

@@ -37,7 +37,9 @@ def fake_cell(name, flush, wm, tps, p50=1.0, p99=4.0, p999=9.0, cpu=8.0, lock=No
             "runs": [{"bench": bench, "broker_cpu_us_per_msg": cpu,
                       "client_cpu_us_per_msg": 5.0, "machine_busy_pct": 97.0,
                       "threads": [("ringmq-net-0", 99.0), ("append", 40.0)],
-                      "log_mib_per_s": 115.0, "lock_hold": lock}]}
+                      "log_mib_per_s": 115.0, "lock_hold": lock,
+                      "device_write_mib_per_s": 230.0, "device_bytes_per_log_byte": 2.0,
+                      "dirty_mib_end": 900.0}]}
 
 
 def fake_result():
@@ -84,6 +86,13 @@ class ParseTests(unittest.TestCase):
         self.assertEqual(comm, "ring mq) (x)")
         self.assertEqual(ticks, 300)
 
+    def test_diskstats_and_meminfo(self):
+        stats = ("   7       0 loop0 1 0 2 0 0 0 0 0 0 0 0\n"
+                 " 254       0 vda 100 0 800 10 50 0 4096 20 0 30 30\n")
+        self.assertEqual(report.parse_diskstats_written(stats, (254, 0)), 4096 * 512)
+        self.assertIsNone(report.parse_diskstats_written(stats, (8, 0)))
+        self.assertEqual(report.parse_meminfo_kib("MemTotal: 10 kB\nDirty:   2048 kB\n", "Dirty"), 2048)
+
     def test_cpu_line(self):
         busy, iowait, total = report.parse_cpu_line("cpu  100 0 50 800 30 5 5 10 0 0")
         self.assertEqual(total, 1000)
@@ -110,6 +119,12 @@ class MathTests(unittest.TestCase):
         self.assertEqual(report.median([3, None, 1, 2]), 2)
         self.assertEqual(report.median([1, 2, 3, 4]), 2.5)
         self.assertIsNone(report.median([]))
+
+    def test_other_cores(self):
+        # 2 cores 90 % busy over 10 s = 18 core-seconds; broker 8 + client 4 -> 0.6 cores other.
+        self.assertAlmostEqual(report.other_cores(90.0, 2, 8.0, 4.0, 10.0), 0.6)
+        self.assertEqual(report.other_cores(10.0, 2, 8.0, 4.0, 10.0), 0.0)
+        self.assertIsNone(report.other_cores(None, 2, 1, 1, 10))
 
     def test_body_mib(self):
         self.assertAlmostEqual(report.body_mib_per_s(1024, 1024), 1.0)
@@ -147,9 +162,23 @@ class LockHoldTests(unittest.TestCase):
         kv = {"lock_hold_p99_ms": "0.5", "lockHoldMaxMills": "2"}
         self.assertEqual(report.extract_lock_hold(kv), {"p99_us": 500.0, "max_us": 2000.0})
 
+    def test_broker_reported_picks_store_counters(self):
+        keys = {"ringmq.flushGroupMean": "12.5", "ringmq.lockHoldP99Us": "3",
+                "ringmq.appendBatches": "100", "pageCacheLockTimeMills": "0"}
+        self.assertEqual(report.broker_reported(keys),
+                         "ringmq.appendBatches=100, ringmq.flushGroupMean=12.5")
+        self.assertEqual(report.broker_reported(None), "")
+
     def test_absent(self):
         self.assertIsNone(report.extract_lock_hold({"pageCacheLockTimeMills": "0"}))
         self.assertIsNone(report.extract_lock_hold_from_log("nothing here"))
+
+    def test_from_log_ignores_ansi_colours(self):
+        text = ("\x1b[2m2026\x1b[0m \x1b[32m INFO\x1b[0m store stopped \x1b[3mlock_hold_p50_us"
+                "\x1b[0m\x1b[2m=\x1b[0m7 \x1b[3mlock_hold_p99_us\x1b[0m\x1b[2m=\x1b[0m61 "
+                "\x1b[3mlock_hold_max_us\x1b[0m\x1b[2m=\x1b[0m2048\n")
+        self.assertEqual(report.extract_lock_hold_from_log(text),
+                         {"p50_us": 7.0, "p99_us": 61.0, "max_us": 2048.0})
 
     def test_from_log_takes_last(self):
         text = ("INFO store: lock_hold_us p50=1 p99=2 max=3\n"
@@ -171,11 +200,32 @@ class RenderTests(unittest.TestCase):
         self.assertIn("38%", md)                    # 117.2 MiB/s of 310 MiB/s raw
         self.assertIn("| 512 KiB write + fdatasync loop | 68 MiB/s |", md)
         self.assertIn("ringmq-net-0 99%", md)
+        self.assertIn("device writes 230 MiB/s (2.00× the CommitLog's growth); 900 MiB dirty", md)
+        self.assertNotIn("Shared machine", md)
+        res = fake_result()
+        res["cells"][1]["runs"][0]["other_cores"] = 0.7
+        md2 = report.render_markdown(res)
+        self.assertIn("0.70 cores", md2)
+        self.assertIn("Shared machine:** other processes used ≥ 0.2 cores during "
+                      "ASYNC_FLUSH/direct;", md2)
         # every table row has the header's column count
         header = [l for l in md.splitlines() if l.startswith("| mode |")][0]
         for line in md.splitlines():
             if line.startswith("| ASYNC") or line.startswith("| SYNC"):
                 self.assertEqual(line.count("|"), header.count("|"), line)
+
+    def test_disk_start_and_end_columns_and_notes(self):
+        res = fake_result()
+        res["disk_end"] = {"seq_direct": {"mib_per_s": 200.0}}
+        res["cells"][0]["runs"][0]["disk_probe"] = {"seq_mib_per_s": 280.0, "fdatasync_p50_ms": 3.9}
+        res["cells"][2]["runs"][0]["bench"]["failures"] = 12
+        md = report.render_markdown(res)
+        self.assertIn("| sequential 1 MiB writes, O_DIRECT | 310 MiB/s | 200 MiB/s |", md)
+        self.assertIn("| lone 4 KiB write + fdatasync p50 / p99 | 4.00 / 8.00 ms | n/a |", md)
+        self.assertIn("ASYNC_FLUSH/mmap 280 MiB/s, fdatasync p50 3.90 ms", md)
+        self.assertIn("Failed sends (msg/s counts acknowledged sends only; codes in "
+                      "results.json): SYNC_FLUSH/mmap 12.", md)
+        self.assertEqual(len(report.disk_lines({})), len(report.disk_lines(res["disk"])))
 
     def test_svgs_are_well_formed_with_one_bar_per_mode(self):
         res = fake_result()
@@ -207,7 +257,7 @@ class RenderTests(unittest.TestCase):
                "pairs": [report.pair_ratios({"tps": 200, "p99_ms": 2}, {"tps": 100, "p99_ms": 4})],
                "median_tps_ratio": 2.0, "median_p99_ratio": 2.0, "notes": []}
         md = report.render_compare_markdown(res)
-        self.assertIn("| 1 | 200 | 100 | 2.00 |", md)
+        self.assertIn("| 1 | 200 | 100 | 2.00 | 2.00 | 4.00 | 2.00 | – | – |", md)
         self.assertIn("**2.00**", md)
 
 

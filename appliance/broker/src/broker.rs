@@ -9,7 +9,7 @@
 use std::cell::OnceCell;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,10 @@ impl std::error::Error for BrokerError {}
 /// A running broker.
 pub struct Broker {
     ctx: Arc<BrokerContext>,
-    servers: Vec<Server>,
+    /// Shared with the metrics core probe, which reads the servers' per-core counters.
+    servers: Arc<Mutex<Vec<Server>>>,
+    /// The `/metrics` endpoint and the once-a-second metrics sampler.
+    metrics: Option<crate::metrics::http::MetricsHttp>,
     local_addr: SocketAddr,
     registrar: Option<Registrar>,
     schedule: Option<ScheduleMessageService>,
@@ -156,10 +159,24 @@ impl Broker {
                 return Err(BrokerError::Metadata(e));
             }
         };
+        let metrics_bind = match crate::metrics::endpoint_addr(&config) {
+            Ok(a) => a,
+            Err(e) => {
+                for s in servers {
+                    s.shutdown();
+                }
+                return Err(BrokerError::Config(e));
+            }
+        };
+        let mut disk: Option<Arc<crate::disk_store::DiskStore>> = None;
         let store = match store {
             Some(s) => s,
             None => match crate::disk_store::DiskStore::open(&config) {
-                Ok(s) => Arc::new(s) as Arc<dyn BrokerStore>,
+                Ok(s) => {
+                    let s = Arc::new(s);
+                    disk = Some(s.clone());
+                    s as Arc<dyn BrokerStore>
+                }
                 Err(e) => {
                     for s in servers {
                         s.shutdown();
@@ -173,7 +190,47 @@ impl Broker {
         ctx.hold.start(Box::new(move |topic, queue_id| {
             store_for_hold.max_offset_in_queue(topic, queue_id)
         }));
+        if let Some(d) = disk {
+            ctx.metrics
+                .set_store_probe(Box::new(move || d.inner().metrics()));
+        }
+        let servers = Arc::new(Mutex::new(servers));
+        let for_probe = servers.clone();
+        ctx.metrics.set_core_probe(Box::new(move || {
+            let servers = for_probe.lock().unwrap_or_else(|p| p.into_inner());
+            servers
+                .iter()
+                .enumerate()
+                .flat_map(|(i, s)| {
+                    let name = if i == 0 { "broker" } else { "broker-vip" };
+                    s.stats()
+                        .into_iter()
+                        .map(move |stats| crate::metrics::ServerCoreStats {
+                            server: name.to_string(),
+                            stats,
+                        })
+                })
+                .collect()
+        }));
         let _ = slot.set(ctx.clone());
+        let (render_ctx, tick_ctx) = (ctx.clone(), ctx.clone());
+        let metrics = match crate::metrics::http::MetricsHttp::start(
+            metrics_bind,
+            Box::new(move || crate::metrics::render_exposition(&render_ctx)),
+            Box::new(move || tick_ctx.metrics.sample()),
+        ) {
+            Ok(m) => Some(m),
+            Err(source) => {
+                let addr = metrics_bind.unwrap_or(SocketAddr::new(bind_ip, 0));
+                ctx.hold.stop();
+                let servers = std::mem::take(&mut *servers.lock().unwrap_or_else(|p| p.into_inner()));
+                for s in servers {
+                    s.shutdown();
+                }
+                ctx.store.shutdown();
+                return Err(BrokerError::Listen { addr, source });
+            }
+        };
 
         let schedule = if ctx.config.is_master() {
             let svc = ScheduleMessageService::new(ctx.clone());
@@ -201,6 +258,7 @@ impl Broker {
         Ok(Broker {
             ctx,
             servers,
+            metrics,
             local_addr,
             registrar: Some(registrar),
             schedule,
@@ -217,6 +275,11 @@ impl Broker {
         &self.ctx
     }
 
+    /// Where `GET /metrics` is served (`ringmq.metricsPort`), when enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|m| m.local_addr())
+    }
+
     /// Unregisters, stops accepting, answers parked pulls, persists metadata, closes the store.
     pub fn shutdown(mut self) {
         tracing::info!(broker = self.ctx.config.broker_name, "broker shutting down");
@@ -224,7 +287,13 @@ impl Broker {
             r.stop();
         }
         self.ctx.hold.stop();
-        for s in self.servers.drain(..) {
+        if let Some(m) = self.metrics.take() {
+            m.stop();
+        }
+        // Taken out of the lock first: a core may be reading stats through the probe while
+        // its server shuts down (joining that core under the lock would deadlock).
+        let servers = std::mem::take(&mut *self.servers.lock().unwrap_or_else(|p| p.into_inner()));
+        for s in servers {
             s.shutdown();
         }
         if let Some(svc) = self.schedule.take() {
@@ -337,11 +406,21 @@ impl RequestHandler for BrokerHandler {
             rc,
             channel: OnceCell::new(),
         };
+        let (started, request_code) = (Instant::now(), request.code);
         match ctx.dispatch(request, &adapter) {
-            Handled::Now(r) => Reply::Now(Response {
-                command: r.command,
-                extra_body: r.extra_body,
-            }),
+            Handled::Now(r) => {
+                ctx.metrics.record_rpc(
+                    request_code,
+                    r.command.code,
+                    r.command.remark.as_deref(),
+                    started.elapsed(),
+                    false,
+                );
+                Reply::Now(Response {
+                    command: r.command,
+                    extra_body: r.extra_body,
+                })
+            }
             Handled::Later => Reply::Later,
             Handled::Nothing => Reply::Nothing,
         }

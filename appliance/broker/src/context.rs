@@ -125,6 +125,8 @@ pub struct BrokerContext {
     /// Delay level → ms (level 1 at index 0).
     pub delay_levels_ms: Vec<u64>,
     pub sql92: Option<Sql92Compiler>,
+    /// Per-thread request counters and the stage-profile probes (`/metrics`, runtime info).
+    pub metrics: crate::metrics::BrokerMetrics,
 }
 
 impl BrokerContext {
@@ -171,6 +173,10 @@ impl BrokerContext {
             uniq_keys: Mutex::new(uniq),
             delay_levels_ms,
             sql92: Some(crate::filter::sql92::compile_predicate),
+            metrics: crate::metrics::BrokerMetrics::new(
+                &config.broker_cluster_name,
+                &config.broker_name,
+            ),
             config,
         })
     }

@@ -10,6 +10,7 @@ pub mod disk_store;
 pub mod filter;
 pub mod long_polling;
 pub mod metadata;
+pub mod metrics;
 pub mod persist;
 pub mod processor;
 pub mod register;

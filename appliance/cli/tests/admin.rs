@@ -461,10 +461,13 @@ fn live_cluster_commands() {
     if !online {
         eprintln!("client setup failed; connection and progress steps will fail");
     }
+    // The group's retry topic reaches the name server with the broker's next registration.
     s.step("consumerConnection", || {
-        let out = c.admin(&["consumerConnection", "-g", G]);
-        contains(&out, &["#ClientId", "#ClientAddr", "#Language", "#Version", "Below is subscription:", "ConsumeType: CONSUME_PASSIVELY", "MessageModel: CLUSTERING"])?;
-        if out.stdout.lines().any(|l| l.starts_with(T) && l.trim_end().ends_with('*')) { Ok(()) } else { Err(out.describe()) }
+        eventually(40, || {
+            let out = c.admin(&["consumerConnection", "-g", G]);
+            contains(&out, &["#ClientId", "#ClientAddr", "#Language", "#Version", "Below is subscription:", "ConsumeType: CONSUME_PASSIVELY", "MessageModel: CLUSTERING"])?;
+            if out.stdout.lines().any(|l| l.starts_with(T) && l.trim_end().ends_with('*')) { Ok(()) } else { Err(out.describe()) }
+        })
     });
     s.step("producerConnection", || {
         let out = c.admin(&["producerConnection", "-g", "AdminProducerGroup", "-t", T]);
@@ -482,7 +485,16 @@ fn live_cluster_commands() {
             .ok_or_else(|| out.describe())?;
         if cols[4] == "1" { Ok(()) } else { Err(format!("consumer offset should be 1: {}", out.describe())) }
     });
-    s.step("consumerProgress (all groups)", || contains(&c.admin(&["consumerProgress"]), &["#Group", "#Count", "#Diff Total", G]));
+    s.step("consumerProgress (all groups)", || {
+        eventually(40, || {
+            let out = c.admin(&["consumerProgress"]);
+            contains(&out, &["#Group", "#Count", "#Diff Total"])?;
+            match row(&out, G) {
+                Some(cols) if cols.len() >= 4 && cols[1] == "1" && cols[3] == "PUSH" => Ok(()),
+                _ => Err(format!("no online PUSH row for {G}: {}", out.describe())),
+            }
+        })
+    });
     s.step("consumerStatus", || {
         // Our client may not answer GET_CONSUMER_RUNNING_INFO; then the error must be one
         // clear line. Either way the table header is printed.

@@ -237,11 +237,14 @@ pub(crate) struct AllocatorHandle {
 const ALLOCATOR_QUEUE_BOUND: usize = 2;
 
 impl AllocatorHandle {
-    /// Starts the allocator thread for segments in `dir`.
+    /// Starts the allocator thread for segments in `dir`. `random_access` (direct mode)
+    /// disables read-ahead on new mappings so reads of flushed bytes never pull in a page
+    /// O_DIRECT is still rewriting.
     pub fn start(
         dir: PathBuf,
         file_size: u64,
         prefault: bool,
+        random_access: bool,
     ) -> (Self, std::thread::JoinHandle<()>) {
         let (req_tx, req_rx) = mpsc::sync_channel::<u64>(ALLOCATOR_QUEUE_BOUND);
         let (resp_tx, resp_rx) = mpsc::sync_channel::<Allocated>(ALLOCATOR_QUEUE_BOUND);

@@ -366,6 +366,7 @@ impl MessageStore {
             config.commit_log_dir(),
             file_size,
             config.prefault_mapped_file && !direct,
+            direct,
         );
         threads.push(h);
         let (flush_tx, flush_rx) = mpsc::sync_channel::<FlushMsg>(FLUSH_QUEUE_BOUND);
@@ -970,6 +971,7 @@ impl Inner {
                 flushed_all,
                 "unclean shutdown: abort file kept, next start recovers abnormally"
             );
+            eprintln!("DEBUGX flags={} behind={behind} flushed_all={flushed_all} max={} flushed={}", s.running_flags.load(Ordering::Acquire), s.log.max_offset(), s.log.flushed_offset());
         }
         for h in self
             .threads

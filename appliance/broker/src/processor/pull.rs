@@ -112,6 +112,7 @@ enum Outcome {
 
 /// Processes a pull request.
 pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+    let started = std::time::Instant::now();
     let header = match PullHeader::decode(&request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
@@ -140,6 +141,13 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
                             Outcome::Respond(r) => r,
                             Outcome::Suspend { .. } => unreachable_suspend(&request),
                         };
+                        ctx2.metrics.record_rpc(
+                            request.code,
+                            response.command.code,
+                            response.command.remark.as_deref(),
+                            started.elapsed(),
+                            true,
+                        );
                         deferred(response);
                     }),
                 },
@@ -384,6 +392,18 @@ fn execute(
                 h.max_msg_nums.max(1),
                 max_bytes,
                 &filter,
+            );
+            let found = result.status == GetMessageStatus::Found;
+            ctx.metrics.record_get(
+                &h.topic,
+                &h.consumer_group,
+                if found { result.messages.len() as u64 } else { 0 },
+                if found {
+                    result.messages.iter().map(|m| m.len() as u64).sum()
+                } else {
+                    0
+                },
+                || ctx.topics.is_system_topic(&h.topic),
             );
             let code = status_code(result.status, h.queue_offset);
             (code, result.status.name(), result)

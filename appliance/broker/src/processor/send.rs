@@ -22,6 +22,7 @@ use crate::context::{
     error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
 };
 use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
+use crate::metrics::MessageType;
 use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
 
 /// Wire keys of `SendMessageRequestHeader` (code 10) and `…V2` (310/320), same order.
@@ -151,6 +152,7 @@ struct Prepared {
 
 /// Processes a send request.
 pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+    let started = std::time::Instant::now();
     let header = match SendHeader::decode(request.code, &request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
@@ -174,6 +176,14 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
         Err((code, remark)) => return reply_error(&request, code, remark),
     };
     let oneway = request.is_oneway();
+    // Metrics series of the original topic (a delay message counts under its topic, as
+    // upstream's), resolved here so the store's completion needs no topic string.
+    let in_key = ctx.metrics.in_key(
+        header.topic,
+        MessageType::from_properties(header.properties),
+        || ctx.topics.is_system_topic(header.topic),
+    );
+    let request_code = request.code;
     let response = request.response_to(ResponseCode::Success.code(), None);
     let put = PutRequest {
         topic: prepared.topic,
@@ -191,10 +201,17 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
     };
     let queue_id = put.queue_id;
     if oneway {
+        let ctx_ow = ctx.clone();
         ctx.store.put(
             put,
             Box::new(move |result: PutResult| {
-                if !result.status_is_stored() {
+                if result.status_is_stored() {
+                    ctx_ow.metrics.record_put(
+                        in_key,
+                        result.msg_num.max(0) as u64,
+                        result.wrote_bytes.max(0) as u64,
+                    );
+                } else {
                     tracing::warn!(
                         topic = topic_for_log,
                         queue_id,
@@ -220,6 +237,20 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
                 &sizes,
                 uniq_key.as_deref(),
                 &result,
+            );
+            if result.status_is_stored() {
+                ctx2.metrics.record_put(
+                    in_key,
+                    result.msg_num.max(0) as u64,
+                    result.wrote_bytes.max(0) as u64,
+                );
+            }
+            ctx2.metrics.record_rpc(
+                request_code,
+                command.code,
+                command.remark.as_deref(),
+                started.elapsed(),
+                false,
             );
             deferred(BrokerResponse::from(command));
         }),

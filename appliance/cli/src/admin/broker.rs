@@ -11,7 +11,7 @@ use ringmq_remoting::{RemotingCommand, RequestCode};
 
 use super::cli::{opt, req, Cmd, Matches};
 use super::ctx::{cluster_addrs, cluster_brokers, Ctx};
-use super::fmt::{date_time, front, string_map_value};
+use super::fmt::{date_time, front, object, string_map_value};
 use super::out::{AResult, AdminError, At, Out, Role};
 
 pub const COMMANDS: &[Cmd] = &[
@@ -79,11 +79,11 @@ pub fn status_lines(addr: &str, kv: &BTreeMap<String, String>, with_addr: bool) 
 }
 
 pub async fn broker_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
-    let mut all = ObjectBuilder::new();
+    let mut all: Vec<(String, Value)> = Vec::new();
     if let Some(addr) = m.get("brokerAddr") {
         let kv = ctx.admin.broker_runtime_info(addr).await.br()?;
         out.raw(status_lines(addr, &kv, false));
-        all = all.field(addr, string_map_value(&kv));
+        all.push((addr.to_string(), string_map_value(&kv)));
     } else if let Some(cluster) = m.get("clusterName") {
         let addrs = ctx.masters_and_slaves(cluster).await?;
         let mut failures = 0;
@@ -91,7 +91,7 @@ pub async fn broker_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()>
             match ctx.admin.broker_runtime_info(addr).await {
                 Ok(kv) => {
                     out.raw(status_lines(addr, &kv, true));
-                    all = all.field(addr, string_map_value(&kv));
+                    all.push((addr.to_string(), string_map_value(&kv)));
                 }
                 Err(e) => {
                     failures += 1;
@@ -100,11 +100,11 @@ pub async fn broker_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()>
             }
         }
         if failures > 0 && failures == addrs.len() {
-            out.json(all.build());
+            out.json(object(all));
             return Err(AdminError::failed(format!("no broker of cluster {cluster} answered GET_BROKER_RUNTIME_INFO")));
         }
     }
-    out.json(all.build());
+    out.json(object(all));
     Ok(())
 }
 
@@ -119,11 +119,11 @@ pub fn config_block(banner: &str, config: &BTreeMap<String, String>) -> String {
 }
 
 pub async fn get_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
-    let mut all = ObjectBuilder::new();
+    let mut all: Vec<(String, Value)> = Vec::new();
     if let Some(addr) = m.get("brokerAddr") {
         let config = ctx.admin.broker_config(addr).await.br()?;
         out.raw(config_block(addr, &config));
-        all = all.field(addr, string_map_value(&config));
+        all.push((addr.to_string(), string_map_value(&config)));
     } else if let Some(cluster) = m.get("clusterName") {
         let info = ctx.cluster_info().await?;
         for name in cluster_brokers(&info, cluster)? {
@@ -133,7 +133,7 @@ pub async fn get_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
                 Some(addr) => {
                     let config = ctx.admin.broker_config(addr).await.br()?;
                     out.raw(config_block(&format!("Master: {addr}"), &config));
-                    all = all.field(addr, string_map_value(&config));
+                    all.push((addr.to_string(), string_map_value(&config)));
                 }
                 None => out.line("============Master: NO_MASTER============"),
             }
@@ -142,11 +142,11 @@ pub async fn get_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
                 let _ = id;
                 let config = ctx.admin.broker_config(addr).await.br()?;
                 out.raw(config_block(&format!("My Master: {master_text}=====Slave: {addr}"), &config));
-                all = all.field(addr, string_map_value(&config));
+                all.push((addr.to_string(), string_map_value(&config)));
             }
         }
     }
-    out.json(all.build());
+    out.json(object(all));
     Ok(())
 }
 

@@ -124,7 +124,7 @@ impl Ctx {
     /// `CommandUtil.fetchMasterAndSlaveAddrByClusterName`: every broker address of `cluster`.
     pub async fn masters_and_slaves(&self, cluster: &str) -> AResult<Vec<String>> {
         let info = self.cluster_info().await?;
-        Ok(cluster_addrs(&info, cluster)?)
+        cluster_addrs(&info, cluster)
     }
 
     /// The broker name registered for `addr` (`CommandUtil.fetchBrokerNameByAddr`).

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use ringmq_remoting::body::stats::java_double;
-use ringmq_remoting::json::{ObjectBuilder, Value};
+use ringmq_remoting::json::Value;
 
 /// `UtilAll.frontStringAtLeast`: at most the first `n` characters.
 pub fn front(s: &str, n: usize) -> String {
@@ -198,11 +198,13 @@ pub fn java_map<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> St
 
 /// A JSON object of string pairs.
 pub fn string_map_value(map: &BTreeMap<String, String>) -> Value {
-    let mut b = ObjectBuilder::new();
-    for (k, v) in map {
-        b = b.field(k, v.as_str());
-    }
-    b.build()
+    object(map.iter().map(|(k, v)| (k.as_str(), Value::str(v.as_str()))))
+}
+
+/// A JSON object with data keys in the given order (bean-shaped objects use
+/// `ObjectBuilder`, which insists on alphabetical keys).
+pub fn object<K: Into<String>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
+    Value::Object(entries.into_iter().map(|(k, v)| (Value::String(k.into()), v)).collect())
 }
 
 /// A JSON number from a double (`null` when not finite).

@@ -662,7 +662,7 @@ pub async fn consumer_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
             Err(e) => out.warn(e.message()),
         }
     }
-    let mut verdict = ObjectBuilder::new();
+    let mut verdict = None;
     if !infos.is_empty() {
         let (same, rebalance_ok) = analyze(&infos);
         if same {
@@ -671,11 +671,18 @@ pub async fn consumer_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
         } else {
             out.line("\n\nWARN: Different subscription in the same group of consumer!!!");
         }
-        verdict = verdict.field("rebalanceOk", rebalance_ok).field("sameSubscription", same);
+        verdict = Some((rebalance_ok, same));
     } else if !cc.connection_set.is_empty() {
         return Err(AdminError::failed(format!("no consumer of group {group} reported its running info")));
     }
-    out.json(verdict.field("clients", Value::Array(rows)).field("group", group).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("clients", Value::Array(rows))
+            .field("group", group)
+            .field_opt("rebalanceOk", verdict.map(|v| v.0))
+            .field_opt("sameSubscription", verdict.map(|v| v.1))
+            .build(),
+    );
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use super::cli::{flag, opt, req, Cmd, Matches};
 use super::ctx::{retry_topic, Ctx};
-use super::fmt::{human_time, java_map, parse_timestamp};
+use super::fmt::{human_time, java_map, object, parse_timestamp};
 use super::out::{describe, AResult, AdminError, At, Out, Role};
 
 pub const TOOLS_CONSUMER_GROUP: &str = "TOOLS_CONSUMER";
@@ -204,10 +204,7 @@ pub fn msg_line(msg: &MessageExt, print_body: bool) -> String {
 }
 
 pub fn message_value(msg: &MessageExt, with_body: bool) -> Value {
-    let mut props = ObjectBuilder::new();
-    for (k, v) in msg.properties.iter() {
-        props = props.field(k, v);
-    }
+    let props = object(msg.properties.iter().map(|(k, v)| (k, Value::str(v))));
     ObjectBuilder::new()
         .field_opt("body", with_body.then(|| String::from_utf8_lossy(&msg.body).into_owned()))
         .field("bodyCRC", msg.body_crc)
@@ -217,7 +214,7 @@ pub fn message_value(msg: &MessageExt, with_body: bool) -> Value {
         .field("commitLogOffset", msg.commit_log_offset)
         .field("msgId", msg.msg_id.as_str())
         .field("offsetMsgId", msg.offset_msg_id.as_str())
-        .field("properties", props.build())
+        .field("properties", props)
         .field("queueId", msg.queue_id)
         .field("queueOffset", msg.queue_offset)
         .field("reconsumeTimes", msg.reconsume_times)
@@ -747,11 +744,8 @@ pub async fn print_msg_by_queue(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResul
             out.line(format!("Tag: {tag:<30} Count: {n}"));
         }
     }
-    let mut tag_json = ObjectBuilder::new();
-    for (tag, n) in &counted {
-        tag_json = tag_json.field(tag, *n as i64);
-    }
-    out.json(ObjectBuilder::new().field("messages", Value::Array(all)).field("tagCounts", tag_json.build()).build());
+    let tag_json = object(counted.iter().map(|(tag, n)| (tag.as_str(), Value::int(*n as i64))));
+    out.json(ObjectBuilder::new().field("messages", Value::Array(all)).field("tagCounts", tag_json).build());
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use ringmq_remoting::{RemotingCommand, RequestCode};
 
 use super::cli::{req, Cmd, Matches};
 use super::ctx::Ctx;
-use super::fmt::string_map_value;
+use super::fmt::{object, string_map_value};
 use super::out::{describe, AResult, AdminError, At, Out, Role};
 
 pub const COMMANDS: &[Cmd] = &[
@@ -56,13 +56,13 @@ pub fn config_block(addr: &str, config: &BTreeMap<String, String>) -> String {
 
 pub async fn get_namesrv_config(ctx: &Ctx, _m: &Matches, out: &mut Out) -> AResult<()> {
     ctx.require_namesrv()?;
-    let mut all = ObjectBuilder::new();
+    let mut all: Vec<(String, Value)> = Vec::new();
     for addr in &ctx.namesrv {
         let config = ctx.admin.namesrv_config(addr).await.ns()?;
         out.raw(config_block(addr, &config));
-        all = all.field(addr, string_map_value(&config));
+        all.push((addr.to_string(), string_map_value(&config)));
     }
-    out.json(all.build());
+    out.json(object(all));
     Ok(())
 }
 
