@@ -152,25 +152,94 @@ def choose_concurrency(sweep, within=0.95):
 _NORM = re.compile(r"[^a-z0-9]")
 
 
+def _numbers(value):
+    try:
+        return [float(x) for x in str(value).split()]
+    except ValueError:
+        return None
+
+
 def extract_lock_hold(kv):
-    """Lock-hold p50/p99/max (µs) from runtime-info keys, whatever the exact spelling:
-    any key containing "lockhold" plus p50 / p99 / max (e.g. `ringmq.lockHoldP99Us`).
-    Millisecond keys (`...Ms`/`...Mills`) are converted. None when absent."""
+    """Lock-hold p50/p99/max (µs) from runtime-info keys. Accepts the broker's single key
+    `ringmq.appendLockHoldUs` = "p50 p99 max", or one key per quantile whatever the
+    spelling (any key containing "lockhold" plus p50 / p99 / max, e.g.
+    `ringmq.lockHoldP99Us`). Millisecond keys (`...Ms`/`...Mills`) are converted. None
+    when absent."""
     found = {}
     for key, value in (kv or {}).items():
         k = _NORM.sub("", key.lower())
         if "lockhold" not in k:
             continue
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
+        nums = _numbers(value)
+        if not nums:
             continue
-        if k.endswith("ms") or k.endswith("mills") or k.endswith("millis"):
-            v *= 1000.0
-        for q in ("p50", "p99", "max"):
-            if q in k:
-                found[q + "_us"] = v
+        scale = 1000.0 if (k.endswith("ms") or k.endswith("mills") or k.endswith("millis")) else 1.0
+        quantiles = [q for q in ("p50", "p99", "max") if q in k]
+        if len(nums) == 3 and not quantiles:
+            found.update({"p50_us": nums[0] * scale, "p99_us": nums[1] * scale,
+                          "max_us": nums[2] * scale})
+        elif len(nums) == 1:
+            for q in quantiles:
+                found[q + "_us"] = nums[0] * scale
     return found or None
+
+
+def window_store_stats(before, after, secs):
+    """Store profile over the measured window from two snapshots of the broker's
+    cumulative `ringmq.*` runtime-info counters: records per append batch, bytes per
+    fdatasync, fdatasyncs per second, network-core stalls and busy refusals."""
+    def num(kv, key):
+        try:
+            return float((kv or {}).get(key, ""))
+        except ValueError:
+            return None
+
+    def delta(key):
+        a, b = num(before, key), num(after, key)
+        return None if a is None or b is None else b - a
+    out = {}
+    batches, records = delta("ringmq.appendBatches"), delta("ringmq.appendRecords")
+    if batches:
+        out["records_per_batch"] = records / batches if records is not None else None
+        out["batches_per_s"] = batches / secs if secs else None
+    flushes, flushed = delta("ringmq.flushCount"), delta("ringmq.flushedBytes")
+    if flushes:
+        out["bytes_per_fdatasync"] = flushed / flushes if flushed is not None else None
+        out["fdatasyncs_per_s"] = flushes / secs if secs else None
+    flat = _numbers((after or {}).get("ringmq.flushLatencyUs", ""))
+    if flat and len(flat) == 2:
+        out["flush_p50_us"], out["flush_p99_us"] = flat
+    stalls = sum(d for d in (delta(k) for k in (after or {}) if k.startswith("ringmq.stallCount"))
+                 if d)
+    if stalls:
+        out["stalls"] = stalls
+    busy = {k.split("ringmq.busyRefusals.", 1)[1]: d for k, d in
+            ((k, delta(k)) for k in (after or {}) if k.startswith("ringmq.busyRefusals."))
+            if d}
+    if busy:
+        out["busy_refusals"] = busy
+    return out
+
+
+def format_store_stats(st):
+    """One clause for the diagnostics line (empty when nothing is known)."""
+    if not st:
+        return ""
+    parts = []
+    if st.get("records_per_batch") is not None:
+        parts.append("%.1f records/append batch (%.0f batches/s)"
+                     % (st["records_per_batch"], st.get("batches_per_s") or 0))
+    if st.get("bytes_per_fdatasync") is not None:
+        parts.append("%.0f KiB per flush, %.0f flushes/s"
+                     % (st["bytes_per_fdatasync"] / 1024, st.get("fdatasyncs_per_s") or 0))
+    if st.get("flush_p50_us") is not None:
+        parts.append("flush p50/p99 %.0f/%.0f µs" % (st["flush_p50_us"], st["flush_p99_us"]))
+    if st.get("stalls"):
+        parts.append("%d core stalls > 500 µs" % st["stalls"])
+    if st.get("busy_refusals"):
+        parts.append("busy refusals " + ", ".join(
+            "%s %d" % (k, v) for k, v in sorted(st["busy_refusals"].items())))
+    return "; ".join(parts)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -218,7 +287,7 @@ def summarize_cell(cell, size, disk):
         "device_per_log": run.get("device_bytes_per_log_byte"),
         "dirty_mib_end": run.get("dirty_mib_end"),
         "broker_write_per_log": run.get("broker_write_bytes_per_log_byte"),
-        "store_keys": run.get("runtime_info_ringmq"),
+        "store_window": run.get("store_window"),
         "rss_anon_mib": run.get("rss_anon_mib"),
         "rss_file_mib": run.get("rss_file_mib"),
         "threads": run.get("threads", []),
@@ -227,18 +296,6 @@ def summarize_cell(cell, size, disk):
         "tps_all": [round(r["bench"]["tps"]) for r in cell.get("runs", []) if r.get("bench")],
     })
     return row
-
-
-def broker_reported(keys):
-    """The store counters worth a glance (group-commit size, flush latency, busy
-    rejections) from the broker's `ringmq.*` runtime-info keys, as `k=v, ...`."""
-    picked = []
-    for k in sorted(keys or {}):
-        n = _NORM.sub("", k.lower())
-        if n.startswith("ringmq") and "lockhold" not in n and \
-                any(w in n for w in ("flush", "batch", "busy", "stall", "group")):
-            picked.append("%s=%s" % (k, keys[k]))
-    return ", ".join(picked)
 
 
 def mode_ratios(rows):
@@ -283,6 +340,9 @@ def render_markdown(result):
                % (size, meta.get("concurrency"), meta.get("connections"), meta.get("threads"),
                   meta.get("warmup_secs"), meta.get("measure_secs"), meta.get("repeats"),
                   meta.get("cpus"), meta.get("kernel", "")))
+    if meta.get("broker_conf_extra"):
+        out.append("")
+        out.append("Extra broker.conf lines: `%s`." % "`, `".join(meta["broker_conf_extra"]))
     out.append("")
     out.append("| mode | msg/s | body MiB/s | log MiB/s | of raw seq | p50 ms | p99 ms | p99.9 ms "
                "| max ms | fail | broker µs/msg | client µs/msg | CPU busy | other load | "
@@ -358,9 +418,9 @@ def render_markdown(result):
                     r["rss_anon_mib"], r.get("rss_file_mib") or 0)
             if r.get("dirty_mib_end") is not None:
                 io += "; %.0f MiB dirty in the page cache at the end" % r["dirty_mib_end"]
-            extra = broker_reported(r.get("store_keys"))
+            extra = format_store_stats(r.get("store_window"))
             if extra:
-                io += "; broker reports " + extra
+                io += "; store: " + extra
             out.append("- %s: %s%s" % (r["name"], ", ".join(
                 "%s %.0f%%" % (html.escape(n), p) for n, p in r["threads"]), io))
     out.append("")

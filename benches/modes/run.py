@@ -118,6 +118,8 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
         "brokerRole=%s" % (role or cell["role"]),
         "autoCreateTopicEnable=true",
     ]
+    # --set KEY=VALUE lines come last: in a properties file the later line wins.
+    lines += ["%s=%s" % kv for kv in cell.get("extra_conf", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -458,9 +460,15 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
         run["rss_file_mib"] = report.parse_meminfo_kib(st, "RssFile") / 1024.0
     except (OSError, TypeError):
         pass
+    # ringmq.appendLockHoldUs is cumulative since the store opened: warm-up included.
     run["lock_hold"] = report.extract_lock_hold(info1)
-    run["runtime_info_ringmq"] = {k: v for k, v in info1.items()
-                                  if k.lower().startswith("ringmq") or "lock" in k.lower()}
+    if run["lock_hold"]:
+        run["lock_hold_source"] = "runtime info after the window (since broker start)"
+    run["store_window"] = report.window_store_stats(info0, info1, elapsed)
+    keep = lambda kv: {k: v for k, v in kv.items()  # noqa: E731
+                       if k.lower().startswith("ringmq") or "lock" in k.lower()}
+    run["runtime_info_ringmq_before"] = keep(info0)
+    run["runtime_info_ringmq"] = keep(info1)
     run["commitlog_fds"], run["commitlog_direct_fds"] = commitlog_fds(pid)
     return run
 
@@ -508,10 +516,10 @@ def run_cell(binary, cell, s, logdir, tag, notes):
 
 def calibrate(binary, s, logdir, deadline):
     """Smallest in-flight count that saturates both ASYNC_FLUSH and SYNC_FLUSH (mmap)."""
-    steps = [32, 128, 512]
+    steps = [32, 128, 512, 1024]
     chosen, record = [], {}
     for cell in [c for c in matrix_cells() if c["write_mode"] == "mmap"]:
-        if time.monotonic() + 10 + 3 * 6 > deadline:
+        if time.monotonic() + 10 + len(steps) * 6 > deadline:
             break
         cluster = Cluster(binary, cell, logdir, "calibrate-" + cell["flush"])
         sweep = []
@@ -563,6 +571,7 @@ def run_matrix(args, s, out):
         cells = [c for c in cells if c["name"] in wanted]
     for c in cells:
         c["runs"] = []
+        c["extra_conf"] = extra_conf(args)
     # Passes alternate the cell order (ABBA) so slow drift (page cache, disk) cancels.
     ha_skip = None
     for rep in range(s["repeats"]):
@@ -632,7 +641,8 @@ def meta(args, s):
     m = dict(s)
     m.update({"started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
               "cpus": os.cpu_count(), "kernel": platform.release(), "git": rev,
-              "binary": args.binary, "argv": sys.argv[1:]})
+              "binary": args.binary, "argv": sys.argv[1:],
+              "broker_conf_extra": args.set or []})
     return m
 
 
@@ -688,6 +698,17 @@ def update_readme(md, out, path=None):
 
 # ---------------------------------------------------------------- --target
 
+def extra_conf(args):
+    """--set KEY=VALUE pairs as [(key, value)]."""
+    out = []
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit("--set wants KEY=VALUE, got %r" % item)
+        out.append((key.strip(), value.strip()))
+    return out
+
+
 def parse_mode(text):
     flush, _, wm = text.partition("/")
     flush, wm = flush.upper(), (wm or "mmap").lower()
@@ -704,6 +725,7 @@ def run_compare(args, s, out):
     logdir = os.path.join(out, "logs")
     os.makedirs(logdir, exist_ok=True)
     cell = parse_mode(args.ringmq_mode)
+    cell["extra_conf"] = extra_conf(args)
     topic = args.topic
     result = {"meta": meta(args, s), "pairs": [], "notes": []}
     result["meta"].update({"target": args.target, "ringmq_mode": cell["name"],
@@ -790,6 +812,9 @@ def build_parser():
     ap.add_argument("--threads", type=int, default=1, help="bench client threads")
     ap.add_argument("-s", "--size", type=int, default=1024, help="message body bytes")
     ap.add_argument("--budget-secs", type=int, help="hard budget for the whole run")
+    ap.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="extra broker.conf line for every broker (repeatable), e.g. "
+                         "--set messageIndexEnable=false")
     ap.add_argument("--target", metavar="HOST:PORT",
                     help="compare with the RocketMQ-compatible namesrv at HOST:PORT")
     ap.add_argument("--pairs", type=int, default=None, help="alternating pairs for --target")
@@ -808,11 +833,12 @@ def dry_run(args, s):
           "%d pass(es)" % (s["size"], s["concurrency"] or "calibrated", s["connections"],
                            s["threads"], s["warmup_secs"], s["measure_secs"], s["repeats"]))
     cells = matrix_cells() + ([] if args.no_ha else ha_cells())
-    est = (60 if not args.no_disk else 0) + (70 if s["calibrate"] else 0) + \
+    est = (60 if not args.no_disk else 0) + (90 if s["calibrate"] else 0) + \
         len(cells) * s["repeats"] * cell_estimate_secs(s)
     print("  cells: %s" % ", ".join(c["name"] for c in cells))
     print("  estimated wall time: %.1f min (budget %.1f min)" % (est / 60, s["budget_secs"] / 60))
     for c in cells[:1] + cells[-1:]:
+        c["extra_conf"] = extra_conf(args)
         print("\n# broker.conf for %s (ports are picked at run time)" % c["name"])
         print(broker_conf(c, 10911, 9876, os.path.join(TMP_BASE, "cell-XXXX", "store-master")))
     print("# bench command")

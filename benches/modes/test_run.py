@@ -162,12 +162,35 @@ class LockHoldTests(unittest.TestCase):
         kv = {"lock_hold_p99_ms": "0.5", "lockHoldMaxMills": "2"}
         self.assertEqual(report.extract_lock_hold(kv), {"p99_us": 500.0, "max_us": 2000.0})
 
-    def test_broker_reported_picks_store_counters(self):
-        keys = {"ringmq.flushGroupMean": "12.5", "ringmq.lockHoldP99Us": "3",
-                "ringmq.appendBatches": "100", "pageCacheLockTimeMills": "0"}
-        self.assertEqual(report.broker_reported(keys),
-                         "ringmq.appendBatches=100, ringmq.flushGroupMean=12.5")
-        self.assertEqual(report.broker_reported(None), "")
+    def test_broker_single_key_p50_p99_max(self):
+        kv = {"ringmq.appendLockHoldUs": "3 41 1500", "ringmq.flushLatencyUs": "900 4000"}
+        self.assertEqual(report.extract_lock_hold(kv),
+                         {"p50_us": 3.0, "p99_us": 41.0, "max_us": 1500.0})
+        self.assertIsNone(report.extract_lock_hold({"ringmq.appendLockHoldUs": "n/a"}))
+
+    def test_window_store_stats(self):
+        before = {"ringmq.appendBatches": "100", "ringmq.appendRecords": "1000",
+                  "ringmq.flushCount": "10", "ringmq.flushedBytes": "1048576",
+                  "ringmq.stallCount.core0": "1", "ringmq.busyRefusals.OVERLOAD": "0",
+                  "ringmq.busyRefusals.PC_SYNCHRONIZED": "5"}
+        after = {"ringmq.appendBatches": "1100", "ringmq.appendRecords": "81000",
+                 "ringmq.flushCount": "410", "ringmq.flushedBytes": str(1048576 + 400 * 262144),
+                 "ringmq.flushLatencyUs": "800 3000", "ringmq.stallCount.core0": "4",
+                 "ringmq.busyRefusals.OVERLOAD": "0", "ringmq.busyRefusals.PC_SYNCHRONIZED": "7"}
+        st = report.window_store_stats(before, after, 10.0)
+        self.assertAlmostEqual(st["records_per_batch"], 80.0)
+        self.assertAlmostEqual(st["batches_per_s"], 100.0)
+        self.assertAlmostEqual(st["bytes_per_fdatasync"], 262144.0)
+        self.assertAlmostEqual(st["fdatasyncs_per_s"], 40.0)
+        self.assertEqual(st["stalls"], 3)
+        self.assertEqual(st["busy_refusals"], {"PC_SYNCHRONIZED": 2})
+        text = report.format_store_stats(st)
+        self.assertIn("80.0 records/append batch (100 batches/s)", text)
+        self.assertIn("256 KiB per flush, 40 flushes/s", text)
+        self.assertIn("flush p50/p99 800/3000 µs", text)
+        self.assertIn("busy refusals PC_SYNCHRONIZED 2", text)
+        self.assertEqual(report.window_store_stats({}, {}, 1.0), {})
+        self.assertEqual(report.format_store_stats({}), "")
 
     def test_absent(self):
         self.assertIsNone(report.extract_lock_hold({"pageCacheLockTimeMills": "0"}))
@@ -274,6 +297,15 @@ class HarnessTests(unittest.TestCase):
         slave = run.broker_conf(run.ha_cells()[1], 20010, 20000, "/tmp/y", broker_id=1, role="SLAVE")
         self.assertIn("brokerRole=SLAVE", slave)
         self.assertIn("brokerId=1", slave)
+
+    def test_set_lines_come_last(self):
+        args = run.build_parser().parse_args(["--set", "messageIndexEnable=false",
+                                              "--set", "flushDiskType=ASYNC_FLUSH"])
+        cell = dict(run.matrix_cells()[2], extra_conf=run.extra_conf(args))
+        lines = run.broker_conf(cell, 1, 2, "/x").strip().splitlines()
+        self.assertEqual(lines[-2:], ["messageIndexEnable=false", "flushDiskType=ASYNC_FLUSH"])
+        with self.assertRaises(SystemExit):
+            run.extra_conf(run.build_parser().parse_args(["--set", "novalue"]))
 
     def test_matrix(self):
         names = [c["name"] for c in run.matrix_cells()]

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use ringmq_broker::{Broker, BrokerConfig};
 use ringmq_client::{
-    ClientConfig, ProducerConfig, PullConsumerConfig, PushConsumerConfig, RemotingClient,
+    ClientConfig, MessageExt, MessageQueue, ProducerConfig, PullConsumer, PullConsumerConfig,
+    PullOptions, PullStatus, PushConsumerConfig, RemotingClient,
 };
 use ringmq_namesrv::{Namesrv, NamesrvConfig};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
@@ -314,6 +315,74 @@ pub fn route_brokers(namesrv: &str, topic: &str) -> Result<Vec<String>, String> 
     })
 }
 
+/// Pulls queues `queue_ids` of `topic` on the broker at `addr` from offset 0 until at least
+/// `expected` messages are in hand (the consume queue trails the send acknowledgement, so
+/// this retries until `timeout`), then once more to catch extras. Returns the messages in
+/// (queue, offset) order; panics when fewer than `expected` arrive in time.
+pub fn pull_all_from(
+    addr: &str,
+    broker_name: &str,
+    topic: &str,
+    queue_ids: &[i32],
+    expected: usize,
+    timeout: Duration,
+) -> Vec<MessageExt> {
+    let cfg = PullConsumerConfig {
+        group: unique("CG_pull_all"),
+        namesrv_addrs: Vec::new(),
+        route_ttl_ms: 1_000,
+        client: ClientConfig::default(),
+    };
+    let consumer = ringmq_client::block_on(async move { PullConsumer::new(cfg) });
+    let mut next: Vec<(i32, i64)> = queue_ids.iter().map(|q| (*q, 0)).collect();
+    let mut got: Vec<MessageExt> = Vec::new();
+    let deadline = Instant::now() + timeout;
+    let opts = PullOptions {
+        suspend_ms: None,
+        timeout_ms: 5_000,
+        ..PullOptions::default()
+    };
+    let mut last_error = String::new();
+    let mut extra_round_done = false;
+    loop {
+        let mut progressed = false;
+        for (q, off) in next.iter_mut() {
+            let mq = MessageQueue::new(topic, broker_name, *q);
+            match ringmq_client::block_on(consumer.pull_from(addr, &mq, *off, &opts)) {
+                Ok(r) => {
+                    if r.status == PullStatus::Found {
+                        progressed = true;
+                        got.extend(r.messages);
+                    }
+                    if r.next_begin_offset > *off {
+                        *off = r.next_begin_offset;
+                    }
+                }
+                Err(e) => last_error = format!("{mq}: {e}"),
+            }
+        }
+        if got.len() >= expected && !progressed {
+            if extra_round_done {
+                break;
+            }
+            extra_round_done = true;
+            continue;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "pulled {} of {expected} messages from {topic} at {addr} before the deadline \
+                 (last error: {last_error:?})",
+                got.len()
+            );
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    got.sort_by_key(|m| (m.queue_id, m.queue_offset));
+    got
+}
+
 // ---------------------------------------------------------------------------------------
 // Raw Remoting frames
 
@@ -442,6 +511,9 @@ impl ServerProcess {
         let mut child = Command::new(&bin)
             .args(args)
             .env_remove("NAMESRV_ADDR")
+            // Not a systemd service, whatever environment the test runs in.
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
             .env("RINGMQ_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -24,7 +24,7 @@ use ringmq_client::{
     PushConsumerConfig, QueueSelector, RemotingClient, SendStatus, TopicSpec,
 };
 use ringmq_remoting::RemotingCommand;
-use ringmq_tests::{route_brokers, unique, wait_until, Cluster};
+use ringmq_tests::{pull_all_from, route_brokers, unique, wait_until, Cluster};
 
 const SHORT: Duration = Duration::from_millis(50);
 
@@ -128,9 +128,7 @@ async fn raw_pull(
     })
 }
 
-/// Pulls every queue in `queue_ids` from offset 0 until at least `expected` messages are
-/// in hand (the consume queue trails the send acknowledgement, so this retries), and then
-/// once more to catch extras. Returns the messages in (queue, offset) order.
+/// Pulls every queue in `queue_ids` of `topic` until `expected` messages are in hand.
 fn pull_all(
     c: &Cluster,
     topic: &str,
@@ -138,57 +136,14 @@ fn pull_all(
     expected: usize,
     timeout: Duration,
 ) -> Vec<MessageExt> {
-    let consumer = pull_consumer(c, &unique("CG_pull_all"));
-    let mut next: BTreeMap<i32, i64> = queue_ids.iter().map(|q| (*q, 0)).collect();
-    let mut got: Vec<MessageExt> = Vec::new();
-    let deadline = Instant::now() + timeout;
-    let opts = PullOptions {
-        suspend_ms: None,
-        timeout_ms: 5_000,
-        ..PullOptions::default()
-    };
-    let mut extra_round_done = false;
-    loop {
-        let mut progressed = false;
-        for (&q, off) in next.iter_mut() {
-            let r = block_on(consumer.pull_with(&mq(c, topic, q), *off, &opts));
-            match r {
-                Ok(r) => {
-                    if r.status == PullStatus::Found {
-                        progressed = true;
-                        got.extend(r.messages);
-                    }
-                    if r.next_begin_offset > *off {
-                        *off = r.next_begin_offset;
-                    }
-                }
-                Err(e) => {
-                    assert!(
-                        Instant::now() < deadline,
-                        "pull {topic}#{q} failing until the deadline: {e}"
-                    );
-                }
-            }
-        }
-        if got.len() >= expected && !progressed {
-            if extra_round_done {
-                break;
-            }
-            extra_round_done = true;
-            continue;
-        }
-        if Instant::now() >= deadline {
-            panic!(
-                "pulled {} of {expected} messages from {topic} before the deadline",
-                got.len()
-            );
-        }
-        if !progressed {
-            std::thread::sleep(SHORT);
-        }
-    }
-    got.sort_by_key(|m| (m.queue_id, m.queue_offset));
-    got
+    pull_all_from(
+        &c.broker_addr(),
+        &c.broker_name,
+        topic,
+        queue_ids,
+        expected,
+        timeout,
+    )
 }
 
 /// A push consumer on its own runtime thread, recording what its listener saw.

@@ -223,7 +223,8 @@ impl Broker {
             Err(source) => {
                 let addr = metrics_bind.unwrap_or(SocketAddr::new(bind_ip, 0));
                 ctx.hold.stop();
-                let servers = std::mem::take(&mut *servers.lock().unwrap_or_else(|p| p.into_inner()));
+                let servers =
+                    std::mem::take(&mut *servers.lock().unwrap_or_else(|p| p.into_inner()));
                 for s in servers {
                     s.shutdown();
                 }

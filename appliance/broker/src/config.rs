@@ -152,7 +152,7 @@ macro_rules! broker_config {
             pub const KEYS: &'static [&'static str] = &[$($key),*];
 
             /// Sets one modelled key; `Ok(false)` when the key is not modelled.
-            fn set_known(&mut self, key: &str, value: &str) -> Result<bool, String> {
+            pub(crate) fn set_known(&mut self, key: &str, value: &str) -> Result<bool, String> {
                 match key {
                     $( $key => { self.$field = <$ty as ConfigValue>::parse_value(value)?; Ok(true) } )*
                     _ => Ok(false),
@@ -317,6 +317,12 @@ broker_config! {
     max_transfer_count_on_message_in_memory: u32 = "maxTransferCountOnMessageInMemory", 32;
     /// `diskMaxUsedSpaceRatio`
     disk_max_used_space_ratio_percent: u32 = "diskMaxUsedSpaceRatio", 75;
+    /// `brokerConfigPath`: the file UPDATE_BROKER_CONFIG writes accepted keys back to. Empty =
+    /// the `-c` file when there is one, else `<storePathRootDir>/config/broker.properties`.
+    broker_config_path: Option<String> = "brokerConfigPath", None;
+    /// `configBlackList`: `;`-separated keys UPDATE_BROKER_CONFIG refuses (NO_PERMISSION), on
+    /// top of `brokerConfigPath`, `rocketmqHome` and `configBlackList`, which are always refused.
+    config_black_list: String = "configBlackList", "configBlackList;brokerConfigPath".to_string();
     /// `ringmq.cores.network`: comma-separated core ids for the network cores (empty = default).
     ringmq_network_cores: String = "ringmq.cores.network", String::new();
 }
@@ -544,7 +550,7 @@ fn unescape_properties(text: &str) -> String {
     out
 }
 
-fn escape_properties(text: &str, is_key: bool) -> String {
+pub(crate) fn escape_properties(text: &str, is_key: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, c) in text.chars().enumerate() {
         match c {

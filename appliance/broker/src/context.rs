@@ -109,7 +109,11 @@ pub type Sql92Compiler = fn(&str) -> Result<Arc<dyn PropertyPredicate>, String>;
 
 /// Everything a processor may touch.
 pub struct BrokerContext {
+    /// The configuration the broker started with. Keys UPDATE_BROKER_CONFIG changes at runtime
+    /// ([`crate::live_config::LIVE_KEYS`]) must be read from `live` instead.
     pub config: BrokerConfig,
+    /// Live values of the runtime-updatable keys and the effective configuration.
+    pub live: crate::live_config::LiveConfig,
     /// STOREHOST of every record this broker writes and the host in offsetMsgIds.
     pub store_host: SocketAddr,
     pub topics: TopicConfigManager,
@@ -177,6 +181,7 @@ impl BrokerContext {
                 &config.broker_cluster_name,
                 &config.broker_name,
             ),
+            live: crate::live_config::LiveConfig::new(&config),
             config,
         })
     }
@@ -185,14 +190,17 @@ impl BrokerContext {
     pub fn for_tests(config: BrokerConfig, store: Arc<dyn BrokerStore>) -> Arc<Self> {
         let topics = TopicConfigManager::new(&config, None);
         let groups = SubscriptionGroupManager::new(&config, None);
-        Self::new(
+        let ctx = Self::new(
             config,
             topics,
             groups,
             ConsumerOffsetManager::new(None),
             DelayOffsetManager::new(None),
             store,
-        )
+        );
+        // Like the managers above: nothing of a test context reaches the disk.
+        ctx.live.set_config_file(None);
+        ctx
     }
 
     /// Routes one request to its processor. Unknown codes get REQUEST_CODE_NOT_SUPPORTED.

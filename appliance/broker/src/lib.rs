@@ -8,6 +8,7 @@ mod config_keys;
 pub mod context;
 pub mod disk_store;
 pub mod filter;
+pub mod live_config;
 pub mod long_polling;
 pub mod metadata;
 pub mod metrics;

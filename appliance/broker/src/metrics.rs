@@ -45,7 +45,8 @@ pub const TPS_WINDOWS_S: [u64; 3] = [10, 60, 600];
 const TPS_SAMPLES: usize = 601;
 
 /// `rocketmq_rpc_latency` bucket bounds, milliseconds (upstream's RPC view).
-pub const RPC_LATENCY_BOUNDS_MS: [f64; 9] = [1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0];
+pub const RPC_LATENCY_BOUNDS_MS: [f64; 9] =
+    [1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0];
 /// `rocketmq_message_size` bucket bounds, bytes (upstream: 1 KiB … 4 MiB).
 pub const MESSAGE_SIZE_BOUNDS_BYTES: [f64; 6] = [
     1024.0,
@@ -427,7 +428,12 @@ impl BrokerMetrics {
 
     /// Resolves a send's series on the calling (network) thread. `is_system` is asked only
     /// the first time the broker sees the topic.
-    pub fn in_key(&self, topic: &str, kind: MessageType, is_system: impl FnOnce() -> bool) -> InKey {
+    pub fn in_key(
+        &self,
+        topic: &str,
+        kind: MessageType,
+        is_system: impl FnOnce() -> bool,
+    ) -> InKey {
         let mut slot = self.slot();
         if let Some(&(topic_id, is_system)) = slot.topic_ids.get(topic) {
             return InKey {
@@ -481,8 +487,7 @@ impl BrokerMetrics {
         let s = &mut slot.topic_in[idx];
         s.messages += messages;
         s.bytes += bytes;
-        if messages > 0 {
-            let avg = bytes / messages;
+        if let Some(avg) = bytes.checked_div(messages) {
             let b = MESSAGE_SIZE_BOUNDS_BYTES
                 .iter()
                 .position(|&bound| avg as f64 <= bound)
@@ -703,10 +708,7 @@ impl BrokerMetrics {
         put("putMessageSizeTotal", s.put_bytes.to_string());
         put(
             "putMessageAverageSize",
-            format!(
-                "{:?}",
-                s.put_bytes as f64 / s.put_messages.max(1) as f64
-            ),
+            format!("{:?}", s.put_bytes as f64 / s.put_messages.max(1) as f64),
         );
         if p.store.is_some() {
             put("dispatchBehindBytes", s.dispatch_behind_bytes.to_string());
@@ -747,7 +749,10 @@ impl BrokerMetrics {
             if reason == BusyReason::Overload {
                 n += p.overload_refusals();
             }
-            put(&format!("ringmq.busyRefusals.{}", reason.label()), n.to_string());
+            put(
+                &format!("ringmq.busyRefusals.{}", reason.label()),
+                n.to_string(),
+            );
         }
     }
 
@@ -773,7 +778,11 @@ impl BrokerMetrics {
             "Broker permission bits (brokerPermission).",
         );
         e.sample("rocketmq_broker_permission", &[], u64::from(g.permission));
-        e.family("rocketmq_topic_number", Kind::Gauge, "Topics on this broker.");
+        e.family(
+            "rocketmq_topic_number",
+            Kind::Gauge,
+            "Topics on this broker.",
+        );
         e.sample("rocketmq_topic_number", &[], g.topics);
         e.family(
             "rocketmq_consumer_group_number",
@@ -837,7 +846,11 @@ impl BrokerMetrics {
         for (topic, kind, system, s) in &series {
             e.sample(
                 "rocketmq_messages_in_total",
-                &[("topic", topic), ("message_type", kind), ("is_system", system)],
+                &[
+                    ("topic", topic),
+                    ("message_type", kind),
+                    ("is_system", system),
+                ],
                 s.messages,
             );
         }
@@ -849,7 +862,11 @@ impl BrokerMetrics {
         for (topic, kind, system, s) in &series {
             e.sample(
                 "rocketmq_throughput_in_total",
-                &[("topic", topic), ("message_type", kind), ("is_system", system)],
+                &[
+                    ("topic", topic),
+                    ("message_type", kind),
+                    ("is_system", system),
+                ],
                 s.bytes,
             );
         }
@@ -861,17 +878,17 @@ impl BrokerMetrics {
         for (topic, kind, system, s) in &series {
             e.histogram(
                 "rocketmq_message_size",
-                &[("topic", topic), ("message_type", kind), ("is_system", system)],
+                &[
+                    ("topic", topic),
+                    ("message_type", kind),
+                    ("is_system", system),
+                ],
                 &MESSAGE_SIZE_BOUNDS_BYTES,
                 &s.size_counts,
                 s.size_sum_bytes as f64,
             );
         }
-        let system_topic = |t: &str| {
-            topics
-                .iter()
-                .any(|(name, system, _)| *system && name == t)
-        };
+        let system_topic = |t: &str| topics.iter().any(|(name, system, _)| *system && name == t);
         e.family(
             "rocketmq_messages_out_total",
             Kind::Counter,
@@ -1006,7 +1023,11 @@ impl BrokerMetrics {
                 Kind::Gauge,
                 "Mean records per append batch since the store opened.",
             );
-            e.sample("ringmq_append_records_per_batch", &[], p.records_per_batch());
+            e.sample(
+                "ringmq_append_records_per_batch",
+                &[],
+                p.records_per_batch(),
+            );
             e.family(
                 "ringmq_flush_latency_us",
                 Kind::Summary,
@@ -1049,7 +1070,11 @@ impl BrokerMetrics {
                 Kind::Counter,
                 "Puts the store refused as busy.",
             );
-            e.sample("ringmq_store_put_rejected_busy_total", &[], s.put_rejected_busy);
+            e.sample(
+                "ringmq_store_put_rejected_busy_total",
+                &[],
+                s.put_rejected_busy,
+            );
             e.family(
                 "ringmq_commitlog_max_offset_bytes",
                 Kind::Gauge,
@@ -1064,7 +1089,11 @@ impl BrokerMetrics {
         if p.cores.is_empty() {
             return;
         }
-        let per_core = |e: &mut Exposition, name: &str, kind: Kind, help: &str, f: &dyn Fn(&ringmq_runtime::CoreStats) -> u64| {
+        let per_core = |e: &mut Exposition,
+                        name: &str,
+                        kind: Kind,
+                        help: &str,
+                        f: &dyn Fn(&ringmq_runtime::CoreStats) -> u64| {
             e.family(name, kind, help);
             for c in &p.cores {
                 let (core, cpu) = (c.stats.index.to_string(), c.stats.cpu.to_string());
@@ -1179,7 +1208,7 @@ fn local_day(now_ms: i64) -> i64 {
 /// The `/metrics` page of a broker.
 pub fn render_exposition(ctx: &crate::context::BrokerContext) -> String {
     let gauges = BrokerGauges {
-        permission: ctx.config.broker_permission,
+        permission: ctx.live.broker_permission(),
         topics: ctx.topics.topic_names().len() as u64,
         consumer_groups: ctx.groups.wrapper().subscription_group_table.len() as u64,
     };
@@ -1189,7 +1218,9 @@ pub fn render_exposition(ctx: &crate::context::BrokerContext) -> String {
 /// Where the broker's metrics endpoint listens: `ringmq.metricsPort` (0 = off, the
 /// default), else upstream's `metricsExporterType=PROM` with `metricsPromExporterHost` /
 /// `metricsPromExporterPort` (default 5557). Returns an error text for an unusable value.
-pub fn endpoint_addr(config: &crate::config::BrokerConfig) -> Result<Option<std::net::SocketAddr>, String> {
+pub fn endpoint_addr(
+    config: &crate::config::BrokerConfig,
+) -> Result<Option<std::net::SocketAddr>, String> {
     let extra = |k: &str| config.extra.get(k).map(|v| v.trim().to_string());
     let host = extra("metricsPromExporterHost")
         .filter(|h| !h.is_empty())
@@ -1248,8 +1279,14 @@ mod tests {
         };
         assert_eq!(p(&[]), MessageType::Normal);
         assert_eq!(p(&[("DELAY", "3")]), MessageType::Delay);
-        assert_eq!(p(&[("__SHARDINGKEY", "k"), ("DELAY", "3")]), MessageType::Fifo);
-        assert_eq!(p(&[("DELAY", "3"), ("TRAN_MSG", "true")]), MessageType::Transaction);
+        assert_eq!(
+            p(&[("__SHARDINGKEY", "k"), ("DELAY", "3")]),
+            MessageType::Fifo
+        );
+        assert_eq!(
+            p(&[("DELAY", "3"), ("TRAN_MSG", "true")]),
+            MessageType::Transaction
+        );
         assert_eq!(p(&[("TRAN_MSG", "false")]), MessageType::Normal);
     }
 
@@ -1324,8 +1361,17 @@ mod tests {
         assert!(text.contains("# TYPE rocketmq_rpc_latency histogram\n"));
         // 4 sends under 1 ms, 4 busy answers in the 5 ms bucket.
         let ok = format!("{base},protocol_type=\"remoting\",request_code=\"send_message_v2\",response_code=\"success\",is_long_polling=\"false\",result=\"success\"");
-        assert_eq!(value_of(&text, &format!("rocketmq_rpc_latency_bucket{{{ok},le=\"1\"}}")), Some(4.0));
-        assert_eq!(value_of(&text, &format!("rocketmq_rpc_latency_count{{{ok}}}")), Some(4.0));
+        assert_eq!(
+            value_of(
+                &text,
+                &format!("rocketmq_rpc_latency_bucket{{{ok},le=\"1\"}}")
+            ),
+            Some(4.0)
+        );
+        assert_eq!(
+            value_of(&text, &format!("rocketmq_rpc_latency_count{{{ok}}}")),
+            Some(4.0)
+        );
         let busy = format!("{base},protocol_type=\"remoting\",request_code=\"send_message_v2\",response_code=\"system_busy\"");
         let busy_lines: Vec<&str> = sample_lines(&text, "rocketmq_rpc_latency_bucket")
             .into_iter()
@@ -1336,7 +1382,10 @@ mod tests {
         assert!(busy_lines[2].ends_with("le=\"5\"} 4"), "{busy_lines:?}");
         assert!(busy_lines.last().unwrap().ends_with("le=\"+Inf\"} 4"));
         assert_eq!(
-            value_of(&text, &format!("ringmq_backpressure_refusals_total{{{base},reason=\"PC_SYNCHRONIZED\"}}")),
+            value_of(
+                &text,
+                &format!("ringmq_backpressure_refusals_total{{{base},reason=\"PC_SYNCHRONIZED\"}}")
+            ),
             Some(4.0)
         );
         // Message size: 1000-byte sends land in le=1024, 5000-byte ones in le=524288.
@@ -1355,7 +1404,9 @@ mod tests {
         assert_eq!((t.put_messages, t.put_messages_user), (2, 1));
         let text = m.render(&BrokerGauges::default());
         assert!(!text.contains("%RETRY%G"));
-        assert!(text.contains("topic=\"SCHEDULE_TOPIC_XXXX\",message_type=\"delay\",is_system=\"true\"} 1"));
+        assert!(text.contains(
+            "topic=\"SCHEDULE_TOPIC_XXXX\",message_type=\"delay\",is_system=\"true\"} 1"
+        ));
     }
 
     #[test]
@@ -1373,7 +1424,8 @@ mod tests {
     #[test]
     fn tps_and_daily_totals() {
         let m = BrokerMetrics::new("C", "B");
-        let t0 = Instant::now();
+        // A sample two seconds old, so the rate has a measurable window.
+        let t0 = Instant::now() - Duration::from_secs(2);
         m.sample_at(t0, 0);
         let k = m.in_key("T", MessageType::Normal, || false);
         m.record_put(k, 500, 500);
@@ -1388,6 +1440,7 @@ mod tests {
         assert!(tps.iter().all(|v| *v > 0.0), "{tps:?}");
         // A window's rate: 500 messages over the 10 s since the matching sample.
         let now = t0 + Duration::from_secs(10);
+        assert!(tps.iter().all(|v| *v > 200.0 && *v <= 250.0), "{tps:?}");
         let cur = m.totals();
         let r = m.rate(now, &cur, 10, |t| t.put_messages);
         assert!((r - 50.0).abs() < 1e-6, "{r}");
@@ -1413,8 +1466,12 @@ mod tests {
         c.extra.insert("ringmq.metricsPort".into(), "0".into());
         assert_eq!(endpoint_addr(&c), Ok(None));
         c.extra.insert("ringmq.metricsPort".into(), "9999".into());
-        c.extra.insert("metricsPromExporterHost".into(), "127.0.0.1".into());
-        assert_eq!(endpoint_addr(&c), Ok(Some("127.0.0.1:9999".parse().unwrap())));
+        c.extra
+            .insert("metricsPromExporterHost".into(), "127.0.0.1".into());
+        assert_eq!(
+            endpoint_addr(&c),
+            Ok(Some("127.0.0.1:9999".parse().unwrap()))
+        );
         c.extra.insert("ringmq.metricsPort".into(), "x".into());
         assert!(endpoint_addr(&c).is_err());
     }

@@ -118,7 +118,16 @@ impl NamesrvConnections {
 
 /// The REGISTER_BROKER body: `{"filterServerList":[],"topicConfigSerializeWrapper":{…}}`.
 pub fn register_body(ctx: &BrokerContext) -> String {
-    let wrapper = ctx.topics.wrapper();
+    let mut wrapper = ctx.topics.wrapper();
+    // A broker made read-only or write-only (brokerPermission, also at runtime) advertises
+    // every topic with the reduced permission, so clients route sends or pulls to other
+    // brokers instead of being refused here.
+    if !ctx.live.is_writeable() || !ctx.live.is_readable() {
+        let broker_perm = ctx.live.broker_permission();
+        for tc in wrapper.topic_config_table.values_mut() {
+            tc.perm &= broker_perm;
+        }
+    }
     let dv = wrapper.data_version.to_json();
     let table =
         serde_json::to_string(&wrapper.topic_config_table).unwrap_or_else(|_| "{}".to_string());

@@ -149,7 +149,7 @@ pub fn consumer_send_msg_back(
             format!("subscription group not exist, {group} (autoCreateSubscriptionGroup is off or the name is invalid)"),
         );
     };
-    if !config.is_writeable() {
+    if !ctx.live.is_writeable() {
         return refuse(
             &request,
             ResponseCode::NoPermission,

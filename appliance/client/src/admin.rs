@@ -4,6 +4,10 @@
 //!
 //! Every method checks the response code and turns a refusal into
 //! [`ClientError::Response`] naming the address, the request and the remark.
+//!
+//! Also the broker stage profile ([`BrokerStageProfile`], read from a ringmq broker's
+//! runtime info) and its difference over a run ([`StageDelta`]), which `ringmq bench` prints
+//! next to its client-side figures.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -534,6 +538,26 @@ impl Admin {
             .map_err(|e| Self::protocol(broker_addr, code, e))
     }
 
+    /// The stage profile of one broker (its runtime info, parsed).
+    pub async fn stage_profile(&self, broker_addr: &str) -> Result<BrokerStageProfile> {
+        Ok(BrokerStageProfile::from_runtime_info(
+            &self.broker_runtime_info(broker_addr).await?,
+        ))
+    }
+
+    /// Master addresses of every broker the name server knows (all clusters), sorted.
+    pub async fn all_master_addrs(&self) -> Result<Vec<String>> {
+        let info = self.cluster_info().await?;
+        let mut out: Vec<String> = info
+            .broker_addr_table
+            .values()
+            .filter_map(|b| b.broker_addrs.get(&0).cloned())
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
     /// `GET_BROKER_RUNTIME_INFO` (28): the `KVTable`.
     pub async fn broker_runtime_info(&self, broker_addr: &str) -> Result<BTreeMap<String, String>> {
         let code = RequestCode::GetBrokerRuntimeInfo;
@@ -846,5 +870,269 @@ mod tests {
             },
         );
         assert_eq!(s.diff_total(), 6);
+    }
+}
+
+/// A broker's stage profile at one instant, from its runtime info: upstream's put/get
+/// totals and ringmq's `ringmq.*` keys. Keys a broker does not report (Apache RocketMQ has
+/// no `ringmq.*`) read 0; [`BrokerStageProfile::is_ringmq`] tells the two apart.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct BrokerStageProfile {
+    /// `msgPutTotalTodayNow` / `msgGetTotalTodayNow` (user topics, since broker start).
+    pub put_messages: u64,
+    pub get_messages: u64,
+    pub append_batches: u64,
+    pub append_records: u64,
+    /// Append critical section per batch (the lock-hold time), µs: p50, p99, max since the
+    /// store opened.
+    pub append_lock_hold_us: [u64; 3],
+    pub flush_count: u64,
+    pub flushed_bytes: u64,
+    /// fdatasync/msync latency, µs: p50, p99 since the store opened.
+    pub flush_latency_us: [u64; 2],
+    pub reput_lag_bytes: u64,
+    pub put_rejected_busy: u64,
+    /// `core<cpu>` → network-core loop stalls (> 500 µs busy).
+    pub stalls_by_core: BTreeMap<String, u64>,
+    /// SYSTEM_BUSY remark prefix → refusals.
+    pub busy_refusals: BTreeMap<String, u64>,
+    /// Whether the broker reported any `ringmq.*` key.
+    pub ringmq: bool,
+}
+
+impl BrokerStageProfile {
+    pub fn from_runtime_info(info: &BTreeMap<String, String>) -> Self {
+        let num = |k: &str| -> u64 {
+            info.get(k)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map_or(0, |v| v.max(0.0) as u64)
+        };
+        let nums = |k: &str| -> Vec<u64> {
+            info.get(k)
+                .map(|v| {
+                    v.split_whitespace()
+                        .map(|x| x.parse::<f64>().map_or(0, |f| f.max(0.0) as u64))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let pick = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+        let hold = nums("ringmq.appendLockHoldUs");
+        let flush = nums("ringmq.flushLatencyUs");
+        let with_prefix = |prefix: &str| -> BTreeMap<String, u64> {
+            info.iter()
+                .filter_map(|(k, v)| {
+                    let name = k.strip_prefix(prefix)?;
+                    Some((name.to_string(), v.trim().parse().unwrap_or(0)))
+                })
+                .collect()
+        };
+        Self {
+            put_messages: num("msgPutTotalTodayNow"),
+            get_messages: num("msgGetTotalTodayNow"),
+            append_batches: num("ringmq.appendBatches"),
+            append_records: num("ringmq.appendRecords"),
+            append_lock_hold_us: [pick(&hold, 0), pick(&hold, 1), pick(&hold, 2)],
+            flush_count: num("ringmq.flushCount"),
+            flushed_bytes: num("ringmq.flushedBytes"),
+            flush_latency_us: [pick(&flush, 0), pick(&flush, 1)],
+            reput_lag_bytes: num("ringmq.reputLagBytes"),
+            put_rejected_busy: num("ringmq.putRejectedBusy"),
+            stalls_by_core: with_prefix("ringmq.stallCount."),
+            busy_refusals: with_prefix("ringmq.busyRefusals."),
+            ringmq: info.keys().any(|k| k.starts_with("ringmq.")),
+        }
+    }
+}
+
+/// p50 / p99 / max in µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct QuantilesUs {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// What the broker(s) did during a run: counters as after − before (summed over brokers),
+/// ratios from those differences, and the latency quantiles as reported after the run
+/// (cumulative since each broker's store opened; the worst broker's value).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct StageDelta {
+    /// The brokers measured.
+    pub brokers: Vec<String>,
+    pub put_messages: u64,
+    pub get_messages: u64,
+    pub append_batches: u64,
+    pub append_records: u64,
+    /// append_records / append_batches over the run.
+    pub records_per_batch: f64,
+    /// The lock-hold time: append critical section per batch, since store open.
+    pub append_lock_hold_us: QuantilesUs,
+    pub fdatasyncs: u64,
+    pub flushed_bytes: u64,
+    /// flushed_bytes / fdatasyncs over the run.
+    pub bytes_per_fdatasync: f64,
+    /// Flush latency since store open (max = p99's worst broker; the store keeps no max).
+    pub flush_latency_us: QuantilesUs,
+    /// Dispatch lag after the run.
+    pub reput_lag_bytes: u64,
+    pub stalls: u64,
+    pub stalls_by_core: BTreeMap<String, u64>,
+    pub busy_refusals: BTreeMap<String, u64>,
+    pub put_rejected_busy: u64,
+}
+
+impl StageDelta {
+    /// Adds one broker's change from `before` to `after`.
+    pub fn add(&mut self, broker: &str, before: &BrokerStageProfile, after: &BrokerStageProfile) {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        self.brokers.push(broker.to_string());
+        self.put_messages += d(after.put_messages, before.put_messages);
+        self.get_messages += d(after.get_messages, before.get_messages);
+        self.append_batches += d(after.append_batches, before.append_batches);
+        self.append_records += d(after.append_records, before.append_records);
+        self.fdatasyncs += d(after.flush_count, before.flush_count);
+        self.flushed_bytes += d(after.flushed_bytes, before.flushed_bytes);
+        self.put_rejected_busy += d(after.put_rejected_busy, before.put_rejected_busy);
+        self.reput_lag_bytes += after.reput_lag_bytes;
+        let h = &after.append_lock_hold_us;
+        self.append_lock_hold_us.p50 = self.append_lock_hold_us.p50.max(h[0]);
+        self.append_lock_hold_us.p99 = self.append_lock_hold_us.p99.max(h[1]);
+        self.append_lock_hold_us.max = self.append_lock_hold_us.max.max(h[2]);
+        let f = &after.flush_latency_us;
+        self.flush_latency_us.p50 = self.flush_latency_us.p50.max(f[0]);
+        self.flush_latency_us.p99 = self.flush_latency_us.p99.max(f[1]);
+        self.flush_latency_us.max = self.flush_latency_us.max.max(f[1]);
+        for (core, n) in &after.stalls_by_core {
+            let was = before.stalls_by_core.get(core).copied().unwrap_or(0);
+            let key = if self.brokers.len() > 1 {
+                format!("{broker}/{core}")
+            } else {
+                core.clone()
+            };
+            *self.stalls_by_core.entry(key).or_insert(0) += d(*n, was);
+            self.stalls += d(*n, was);
+        }
+        for (reason, n) in &after.busy_refusals {
+            let was = before.busy_refusals.get(reason).copied().unwrap_or(0);
+            *self.busy_refusals.entry(reason.clone()).or_insert(0) += d(*n, was);
+        }
+        self.records_per_batch = ratio(self.append_records, self.append_batches);
+        self.bytes_per_fdatasync = ratio(self.flushed_bytes, self.fdatasyncs);
+    }
+
+    /// One human line, printed under the bench summary.
+    pub fn summary_line(&self) -> String {
+        let busy: Vec<String> = self
+            .busy_refusals
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        format!(
+            "broker: {} puts, {} gets; append {} batches, {:.1} records/batch, lock-hold p50 {} p99 {} max {} us; \
+             {} fdatasyncs, {:.0} bytes/fdatasync, flush p50 {} p99 {} us; reput lag {} B; {} core stalls; busy refusals {}",
+            self.put_messages,
+            self.get_messages,
+            self.append_batches,
+            self.records_per_batch,
+            self.append_lock_hold_us.p50,
+            self.append_lock_hold_us.p99,
+            self.append_lock_hold_us.max,
+            self.fdatasyncs,
+            self.bytes_per_fdatasync,
+            self.flush_latency_us.p50,
+            self.flush_latency_us.p99,
+            self.reput_lag_bytes,
+            self.stalls,
+            if busy.is_empty() {
+                "0".to_string()
+            } else {
+                busy.join(" ")
+            }
+        )
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+#[cfg(test)]
+mod stage_profile_tests {
+    use super::*;
+
+    fn info(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn parses_runtime_info_and_diffs_a_run() {
+        let before = BrokerStageProfile::from_runtime_info(&info(&[
+            ("msgPutTotalTodayNow", "100"),
+            ("ringmq.appendBatches", "10"),
+            ("ringmq.appendRecords", "100"),
+            ("ringmq.appendLockHoldUs", "3 9 40"),
+            ("ringmq.flushCount", "5"),
+            ("ringmq.flushedBytes", "5000"),
+            ("ringmq.stallCount.core0", "1"),
+            ("ringmq.busyRefusals.PC_SYNCHRONIZED", "0"),
+        ]));
+        assert!(before.ringmq);
+        assert_eq!(before.append_lock_hold_us, [3, 9, 40]);
+        let after = BrokerStageProfile::from_runtime_info(&info(&[
+            ("msgPutTotalTodayNow", "1100"),
+            ("ringmq.appendBatches", "60"),
+            ("ringmq.appendRecords", "1100"),
+            ("ringmq.appendLockHoldUs", "4 12 80"),
+            ("ringmq.flushCount", "15"),
+            ("ringmq.flushedBytes", "45000"),
+            ("ringmq.flushLatencyUs", "200 900"),
+            ("ringmq.reputLagBytes", "7"),
+            ("ringmq.stallCount.core0", "4"),
+            ("ringmq.stallCount.core1", "2"),
+            ("ringmq.busyRefusals.PC_SYNCHRONIZED", "3"),
+        ]));
+        let mut d = StageDelta::default();
+        d.add("b:10911", &before, &after);
+        assert_eq!(d.put_messages, 1000);
+        assert_eq!((d.append_batches, d.append_records), (50, 1000));
+        assert_eq!(d.records_per_batch, 20.0);
+        assert_eq!(d.bytes_per_fdatasync, 4000.0);
+        assert_eq!(
+            d.append_lock_hold_us,
+            QuantilesUs {
+                p50: 4,
+                p99: 12,
+                max: 80
+            }
+        );
+        assert_eq!(d.stalls, 5);
+        assert_eq!(d.stalls_by_core["core1"], 2);
+        assert_eq!(d.busy_refusals["PC_SYNCHRONIZED"], 3);
+        assert_eq!(d.reput_lag_bytes, 7);
+        let line = d.summary_line();
+        assert!(line.contains("20.0 records/batch"), "{line}");
+        assert!(line.contains("PC_SYNCHRONIZED=3"), "{line}");
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["append_lock_hold_us"]["p99"], 12);
+    }
+
+    #[test]
+    fn an_apache_broker_reads_as_zeros() {
+        let p = BrokerStageProfile::from_runtime_info(&info(&[
+            ("msgPutTotalTodayNow", "5"),
+            ("putTps", "1.0 2.0 3.0"),
+        ]));
+        assert!(!p.ringmq);
+        assert_eq!(p.put_messages, 5);
+        assert_eq!(p.append_batches, 0);
     }
 }

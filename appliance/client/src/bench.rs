@@ -8,6 +8,12 @@
 //! Each worker thread runs its own compio runtime with its own producer/consumer and
 //! connections, so the hot path has no cross-thread traffic; threads ship one snapshot per
 //! report interval to the main thread, which prints and aggregates.
+//!
+//! Before and after the run the main thread reads every master broker's runtime info
+//! (GET_BROKER_RUNTIME_INFO) and reports what the brokers did meanwhile — append batches,
+//! records per batch, the append lock-hold time, fdatasyncs and bytes per fdatasync, reput
+//! lag, core stalls, SYSTEM_BUSY refusals — as a `broker:` line and as the summary's
+//! `"broker"` JSON object ([`StageDelta`]). `--no-broker-profile` skips it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -21,11 +27,12 @@ use clap::{Parser, ValueEnum};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::admin::{Admin, BrokerStageProfile, StageDelta};
 use crate::consumer::{PullConsumer, PullConsumerConfig, PullOptions, PullStatus};
 use crate::error::{ClientError, Result};
 use crate::message::{now_ms, Message, MessageQueue};
 use crate::producer::{Producer, ProducerConfig};
-use crate::transport::ClientConfig;
+use crate::transport::{ClientConfig, RemotingClient};
 
 /// Which side(s) of the broker to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -117,6 +124,9 @@ pub struct BenchArgs {
     /// No per-interval lines.
     #[arg(long = "quiet")]
     pub quiet: bool,
+    /// Do not read the brokers' stage profile (runtime info) before and after the run.
+    #[arg(long = "no-broker-profile")]
+    pub no_broker_profile: bool,
 }
 
 impl BenchArgs {
@@ -169,6 +179,85 @@ pub struct BenchSummary {
     pub failures: u64,
     /// Failures by kind (`SYSTEM_BUSY(2)`, `timeout`, ...).
     pub failures_by_code: BTreeMap<String, u64>,
+    /// What the master brokers did during the run (absent with `--no-broker-profile` or
+    /// when their runtime info could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<StageDelta>,
+}
+
+/// The brokers' stage profiles taken before the run.
+struct BrokerProbe {
+    namesrv_addrs: Vec<String>,
+    timeout_ms: u64,
+    before: Vec<(String, BrokerStageProfile)>,
+}
+
+impl BrokerProbe {
+    /// A fresh admin client on this thread's runtime (the one used before the run sat idle
+    /// for the whole run, so the after-read does not depend on its connection).
+    fn admin(namesrv_addrs: &[String], timeout_ms: u64) -> Admin {
+        let client = RemotingClient::new(ClientConfig {
+            request_timeout_ms: timeout_ms,
+            ..ClientConfig::default()
+        });
+        Admin::new(client, namesrv_addrs.to_vec()).with_timeout(Duration::from_millis(timeout_ms))
+    }
+
+    /// Reads every master's profile; None (with a note on stderr) when that fails, so a
+    /// broker without runtime info never stops a benchmark.
+    fn before(args: &BenchArgs) -> Option<BrokerProbe> {
+        let namesrv_addrs = args.namesrv_addrs();
+        let timeout_ms = args.timeout_ms;
+        let read = crate::blocking::block_on(async {
+            let admin = Self::admin(&namesrv_addrs, timeout_ms);
+            let mut out = Vec::new();
+            for addr in admin.all_master_addrs().await? {
+                let p = admin.stage_profile(&addr).await?;
+                out.push((addr, p));
+            }
+            Ok::<_, ClientError>(out)
+        });
+        match read {
+            Ok(before) if !before.is_empty() => Some(BrokerProbe {
+                namesrv_addrs,
+                timeout_ms,
+                before,
+            }),
+            Ok(_) => {
+                eprintln!("note: no broker registered with the name server; no broker profile");
+                None
+            }
+            Err(e) => {
+                eprintln!("note: cannot read the brokers' runtime info ({e}); no broker profile");
+                None
+            }
+        }
+    }
+
+    /// Reads the same brokers again and returns the difference.
+    fn after(self) -> Option<StageDelta> {
+        let read = crate::blocking::block_on(async {
+            let admin = Self::admin(&self.namesrv_addrs, self.timeout_ms);
+            let mut out = Vec::new();
+            for (addr, _) in &self.before {
+                out.push(admin.stage_profile(addr).await?);
+            }
+            Ok::<_, ClientError>(out)
+        });
+        match read {
+            Ok(after) => {
+                let mut d = StageDelta::default();
+                for ((addr, b), a) in self.before.iter().zip(&after) {
+                    d.add(addr, b, a);
+                }
+                Some(d)
+            }
+            Err(e) => {
+                eprintln!("note: cannot read the brokers' runtime info after the run ({e})");
+                None
+            }
+        }
+    }
 }
 
 /// Latencies are recorded in microseconds, up to 10 minutes, 3 significant digits.
@@ -269,6 +358,11 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
         claimed: AtomicU64::new(0),
         limit: args.message_count,
     });
+    let probe = if args.no_broker_profile {
+        None
+    } else {
+        BrokerProbe::before(&args)
+    };
     let (tx, rx) = mpsc::channel::<(usize, Snapshot)>();
     let mut handles = Vec::new();
     let mut workers = 0usize;
@@ -403,6 +497,7 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
         max_ms: if empty { 0.0 } else { ms(total.max()) },
         failures: total_failures.values().sum(),
         failures_by_code: total_failures,
+        broker: probe.and_then(BrokerProbe::after),
     };
     println!(
         "summary: {} msgs in {:.1}s, {:.0} msg/s, {:.2} MB/s, RT avg {:.3} p50 {:.3} p99 {:.3} p999 {:.3} max {:.3} ms, {} failures{}",
@@ -418,6 +513,9 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
         summary.failures,
         failure_text(&summary.failures_by_code)
     );
+    if let Some(b) = &summary.broker {
+        println!("{}", b.summary_line());
+    }
     if args.json {
         println!("{}", serde_json::to_string(&summary).unwrap_or_default());
     }

@@ -70,6 +70,12 @@ impl CommitLog {
                 );
             }
         }
+        // A crashed writer's in-flight O_DIRECT writes (io_uring requests the kernel retires
+        // after the process died) must land before recovery reads the tail through the page
+        // cache; a no-op fallocate waits for in-flight direct I/O on the inode.
+        for f in files.iter().rev().take(2) {
+            f.wait_direct_io();
+        }
         let end = files
             .last()
             .map(|f| f.from_offset() + file_size)

@@ -237,8 +237,6 @@ impl DirectFlusher {
             }
             Err(e) => return Err(StoreError::io("open O_DIRECT", &path, e)),
         };
-        // Older segments are complete; keep only a couple of descriptors open.
-        self.fds.retain(|k, _| *k + self.file_size >= seg_start);
         let fd = file.as_raw_fd();
         self.fds.insert(seg_start, file);
         Ok(fd)
@@ -327,6 +325,12 @@ impl DirectFlusher {
                 ));
             }
         }
+        // Segments before the one holding the end are complete: close their descriptors
+        // only now, after every submitted write that used them has completed.
+        let last_byte = end.saturating_sub(1);
+        let last_seg = last_byte - last_byte % self.file_size;
+        let file_size = self.file_size;
+        self.fds.retain(|k, _| *k + file_size >= last_seg);
         Ok(())
     }
 }

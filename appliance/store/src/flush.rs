@@ -111,7 +111,6 @@ pub(crate) fn run_coordinator(
                             let _ = target;
                         }
                         Err(e) => {
-                            eprintln!("DEBUGF {e}");
                             if !write_error {
                                 tracing::error!(error = %e, "CommitLog flush failed; SYNC_FLUSH puts will time out");
                             }

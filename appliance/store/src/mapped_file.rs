@@ -188,6 +188,20 @@ impl MappedFile {
         })
     }
 
+    /// Waits for direct I/O in flight on this file (ext4/xfs drain it before fallocate).
+    /// The call itself changes nothing: the range is already allocated.
+    pub fn wait_direct_io(&self) {
+        // SAFETY: plain syscall on our own fd; KEEP_SIZE over an allocated range is a no-op.
+        let _ = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                self.size as libc::off_t,
+            )
+        };
+    }
+
     /// Disables read-ahead and fault-around on this mapping (direct write mode).
     pub fn advise_random(&self) {
         // SAFETY: advising our own live mapping; failure only loses the hint.

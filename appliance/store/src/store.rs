@@ -971,7 +971,6 @@ impl Inner {
                 flushed_all,
                 "unclean shutdown: abort file kept, next start recovers abnormally"
             );
-            eprintln!("DEBUGX flags={} behind={behind} flushed_all={flushed_all} max={} flushed={}", s.running_flags.load(Ordering::Acquire), s.log.max_offset(), s.log.flushed_offset());
         }
         for h in self
             .threads

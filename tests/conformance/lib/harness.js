@@ -324,9 +324,15 @@ async function startConsumer(ctx, { group, topic, collector, expression = '*', i
   return c;
 }
 
+/**
+ * A ready ali-ons producer. sendMsgTimeout defaults to 10 s here (ali-ons: 3 s) so a scenario
+ * tests its own behaviour, not the broker's first-append latency, which
+ * fresh_broker_first_send_alions checks with the client's defaults.
+ */
 async function startProducer(ctx, { group, extra = {} }) {
   const { Producer } = aliOns();
-  const p = new Producer(Object.assign({ nameSrv: env('NAMESRV_ADDR'), httpclient: {}, producerGroup: group }, extra));
+  const p = new Producer(Object.assign({ nameSrv: env('NAMESRV_ADDR'), httpclient: {}, producerGroup: group,
+    sendMsgTimeout: 10000 }, extra));
   p.on('error', err => console.error('producer error:', err && err.message));
   await p.ready();
   let closed = false;

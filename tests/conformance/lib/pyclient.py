@@ -1,6 +1,7 @@
 """pyclient.py — thin helpers over the real Python client (rocketmq-client-python 2.0.0 + C++ core 2.1.0).
 
-Owns what the official wrapper does not expose but the C core does (batch send), and the common
+Owns what the official wrapper does not expose but the C core does (batch send, the compression
+threshold), and the common
 set-up every scenario and capture program repeats (name server address, send timeout, a started
 producer). Import only from the conformance venv (tests/conformance/.venv/bin/python), which
 install.sh creates. The C++ core writes its logs under $ROCKETMQ_CLIENT_LOG_DIR (run.py points it
@@ -67,6 +68,17 @@ def new_push_consumer(group: str, namesrv: str, orderly: bool = False, broadcast
     if rc != 0:
         raise RuntimeError(f"SetPushConsumerMessageTrace failed: {rc}")
     return c
+
+
+_dll.SetProducerCompressMsgBodyOverHowmuch.argtypes = [c_void_p, c_int]
+_dll.SetProducerCompressMsgBodyOverHowmuch.restype = c_int
+
+
+def set_compress_over(producer: Producer, nbytes: int) -> None:
+    """SetProducerCompressMsgBodyOverHowmuch: bodies larger than this are zlib-compressed (default 4 KiB)."""
+    rc = _dll.SetProducerCompressMsgBodyOverHowmuch(producer._handle, int(nbytes))
+    if rc != 0:
+        raise RuntimeError(f"SetProducerCompressMsgBodyOverHowmuch failed: {rc}")
 
 
 def send_batch(producer: Producer, messages: Iterable[Message]) -> SendResult:

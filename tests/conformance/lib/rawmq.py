@@ -7,6 +7,7 @@ Owns what the third-party clients cannot do, or cannot be trusted to check, in a
   * verification by raw pulls (PULL_MESSAGE, 11, subscription flag set, no long polling): read a
     queue — e.g. `%DLQ%group` — or check what the broker itself filtered, independent of the
     clients' own client-side tag re-filtering; max offsets (30) and committed offsets (14);
+  * a raw SEND_MESSAGE_V2 (to see the broker's own answer code, e.g. for an oversized body);
   * a stored-record decoder (message-format.md §5: v1/v2 magic, IPv4/IPv6 hosts, zlib bodies).
 Used from Python scenarios by import, and from Node scenarios through the CLI (one JSON document
 on stdout), e.g.
@@ -181,6 +182,16 @@ def update_group(broker: str, group: str, retry_max_times: int = 16, timeout: fl
     if resp.code != rm.SUCCESS:
         raise RawError(f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP {group}: code {resp.code} remark {resp.remark!r}")
     return resp
+
+
+def send_raw(broker: str, topic: str, body: bytes, properties: Optional[Dict[str, str]] = None, queue_id: int = 0,
+             group: str = "PG_rawmq", sys_flag: int = 0, timeout: float = 20.0) -> rm.Frame:
+    """One SEND_MESSAGE_V2 (310) like a Java 4.x client; returns the response frame (any code)."""
+    ext = {"a": group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": str(sys_flag),
+           "g": str(int(time.time() * 1000)), "h": "0",
+           "i": rm.properties_string(properties or {"WAIT": "true"}), "j": "0", "k": "false", "m": "false"}
+    with rm.RemotingClient(broker, timeout=timeout) as c:
+        return c.request(rm.SEND_MESSAGE_V2, ext, body, timeout=timeout)
 
 
 def max_offset(broker: str, topic: str, queue_id: int, timeout: float = 5.0) -> int:

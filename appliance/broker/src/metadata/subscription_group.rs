@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -118,7 +119,8 @@ pub struct SubscriptionGroupManager {
     table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,
     forbidden: RwLock<BTreeMap<String, BTreeMap<String, u32>>>,
     data_version: Mutex<DataVersion>,
-    auto_create: bool,
+    /// `autoCreateSubscriptionGroup`; switched at runtime by UPDATE_BROKER_CONFIG.
+    auto_create: AtomicBool,
 }
 
 impl SubscriptionGroupManager {
@@ -132,7 +134,7 @@ impl SubscriptionGroupManager {
             table: RwLock::new(table),
             forbidden: RwLock::new(BTreeMap::new()),
             data_version: Mutex::new(DataVersion::default()),
-            auto_create: config.auto_create_subscription_group,
+            auto_create: AtomicBool::new(config.auto_create_subscription_group),
         }
     }
 
@@ -163,7 +165,9 @@ impl SubscriptionGroupManager {
         if let Some(sg) = self.table.read().unwrap().get(group) {
             return Some(sg.clone());
         }
-        if !self.auto_create || crate::metadata::topic_config::validate_group(group).is_err() {
+        if !self.auto_create.load(Ordering::Relaxed)
+            || crate::metadata::topic_config::validate_group(group).is_err()
+        {
             return None;
         }
         let sg = {
@@ -176,6 +180,11 @@ impl SubscriptionGroupManager {
         tracing::info!(group, "auto-created subscription group");
         self.changed();
         Some(sg)
+    }
+
+    /// Turns auto-creation of unknown groups on or off (live `autoCreateSubscriptionGroup`).
+    pub fn set_auto_create(&self, on: bool) {
+        self.auto_create.store(on, Ordering::Relaxed);
     }
 
     /// Lookup without auto-creation.

@@ -419,6 +419,13 @@ impl TopicConfigManager {
         removed
     }
 
+    /// Bumps the data version and re-registers without a table change: the registration
+    /// depends on the live `brokerPermission` too, and name servers ignore a registration
+    /// whose data version they have already seen.
+    pub fn mark_changed(&self) {
+        self.changed();
+    }
+
     fn changed(&self) {
         self.data_version.lock().unwrap().next_version();
         if let Err(e) = self.persist() {
@@ -439,10 +446,11 @@ impl TopicConfigManager {
 
     /// Send-path auto-creation (`createTopicInSendMessageMethod`): an unknown topic is created
     /// from `default_topic` when that template exists with the INHERIT perm (TBW102 only while
-    /// `autoCreateTopicEnable`).
+    /// `autoCreateTopicEnable`, passed as the live value so a runtime switch applies to the
+    /// next send).
     pub fn create_topic_in_send(
         &self,
-        config: &BrokerConfig,
+        auto_create_topic_enable: bool,
         topic: &str,
         default_topic: &str,
         client_queue_nums: u32,
@@ -460,7 +468,7 @@ impl TopicConfigManager {
                 "topic[{topic}] not exist, apply first please! (the default topic {default_topic} does not exist)"
             ));
         };
-        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !config.auto_create_topic_enable {
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !auto_create_topic_enable {
             return AutoCreate::NotAllowed(format!(
                 "topic[{topic}] not exist, apply first please! (autoCreateTopicEnable=false)"
             ));
@@ -550,7 +558,7 @@ mod tests {
     fn auto_create_from_template() {
         let c = config();
         let m = TopicConfigManager::new(&c, None);
-        let AutoCreate::Created(tc) = m.create_topic_in_send(&c, "NewTopic", "TBW102", 4, 0) else {
+        let AutoCreate::Created(tc) = m.create_topic_in_send(true, "NewTopic", "TBW102", 4, 0) else {
             panic!("should create")
         };
         assert_eq!(
@@ -558,14 +566,14 @@ mod tests {
             (4, 4, 6)
         );
         assert!(matches!(
-            m.create_topic_in_send(&c, "NewTopic", "TBW102", 4, 0),
+            m.create_topic_in_send(true, "NewTopic", "TBW102", 4, 0),
             AutoCreate::Existing(_)
         ));
         assert!(matches!(
-            m.create_topic_in_send(&c, "T2", "NoSuchTemplate", 4, 0),
+            m.create_topic_in_send(true, "T2", "NoSuchTemplate", 4, 0),
             AutoCreate::NotAllowed(_)
         ));
-        let big = m.create_topic_in_send(&c, "T3", "TBW102", 64, 0);
+        let big = m.create_topic_in_send(true, "T3", "TBW102", 64, 0);
         assert!(matches!(big, AutoCreate::Created(ref t) if t.write_queue_nums == 8));
         let off = BrokerConfig {
             auto_create_topic_enable: false,
@@ -573,8 +581,13 @@ mod tests {
         };
         let m2 = TopicConfigManager::new(&off, None);
         assert!(matches!(
-            m2.create_topic_in_send(&off, "T4", "TBW102", 4, 0),
+            m2.create_topic_in_send(false, "T4", "TBW102", 4, 0),
             AutoCreate::NotAllowed(_)
+        ));
+        // Switched off at runtime: TBW102 still exists, but the switch wins.
+        assert!(matches!(
+            m.create_topic_in_send(false, "T5", "TBW102", 4, 0),
+            AutoCreate::NotAllowed(ref why) if why.contains("autoCreateTopicEnable=false")
         ));
     }
 

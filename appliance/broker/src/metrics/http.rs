@@ -143,7 +143,12 @@ fn serve(mut stream: TcpStream, render: &RenderFn) -> io::Result<()> {
             break;
         }
         if head.len() > MAX_REQUEST_HEAD_BYTES {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "", false);
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "",
+                false,
+            );
         }
         let n = stream.read(&mut buf)?;
         if n == 0 {
@@ -183,7 +188,10 @@ fn respond(stream: &mut TcpStream, status: &str, body: &str, with_body: bool) ->
 pub fn http_get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(IO_TIMEOUT_MS))?;
     s.set_read_timeout(Some(Duration::from_millis(IO_TIMEOUT_MS * 2)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
     let mut resp = String::new();
     s.read_to_string(&mut resp)?;
     let code = resp

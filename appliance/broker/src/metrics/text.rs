@@ -217,7 +217,13 @@ mod tests {
     fn histogram_buckets_are_cumulative_and_end_with_inf() {
         let mut e = Exposition::new(&[("node_id", "b")]);
         e.family("lat", Kind::Histogram, "latency");
-        e.histogram("lat", &[("code", "10")], &[1.0, 3.0, 5.5], &[2, 0, 3, 1], 42.5);
+        e.histogram(
+            "lat",
+            &[("code", "10")],
+            &[1.0, 3.0, 5.5],
+            &[2, 0, 3, 1],
+            42.5,
+        );
         let text = e.finish();
         let lines: Vec<&str> = text.lines().skip(2).collect();
         assert_eq!(

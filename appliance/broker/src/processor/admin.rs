@@ -43,8 +43,6 @@ pub const MAX_QUEUE_NUMS: i32 = 32 * 1024;
 pub const MAX_TOPICS_PER_STATS_REQUEST: usize = 4096;
 /// What `brokerVersionDesc` reports: the RocketMQ release whose protocol ringmq speaks.
 pub const BROKER_VERSION_DESC: &str = "V5_3_4";
-/// Keys UPDATE_BROKER_CONFIG may never change (upstream's black list).
-const CONFIG_BLACK_LIST: [&str; 3] = ["brokerConfigPath", "rocketmqHome", "configBlackList"];
 
 /// Every request code [`process`] answers.
 pub const ADMIN_CODES: &[RequestCode] = &[
@@ -78,7 +76,7 @@ pub const ADMIN_CODES: &[RequestCode] = &[
 pub fn process(
     ctx: &Arc<BrokerContext>,
     request: &RemotingCommand,
-    _rc: &dyn RequestCtx,
+    rc: &dyn RequestCtx,
 ) -> Option<Handled> {
     let code = RequestCode::from_code(request.code)?;
     use RequestCode as C;
@@ -97,7 +95,9 @@ pub fn process(
         C::GetConsumerConnectionList => get_consumer_connection_list(ctx, request),
         C::GetProducerConnectionList => get_producer_connection_list(ctx, request),
         C::GetBrokerConfig => get_broker_config(ctx, request),
-        C::UpdateBrokerConfig => update_broker_config(ctx, request),
+        C::UpdateBrokerConfig => {
+            update_broker_config(ctx, request, &rc.peer_addr().to_string())
+        }
         C::InvokeBrokerToResetOffset => invoke_broker_to_reset_offset(ctx, request),
         C::CleanExpiredConsumequeue => clean_expired_consume_queue(ctx, request),
         C::CleanUnusedTopic => clean_unused_topic(ctx, request),
@@ -461,6 +461,8 @@ fn total_mem_kbytes() -> u64 {
 
 /// GET_BROKER_RUNTIME_INFO (28): KVTable with the keys mqadmin reads (numbers as text).
 /// Counters ringmq does not track yet read 0, never absent (mqadmin fails on a missing key).
+/// Put/get totals, the `putTps`/`get*Tps` "10s 60s 600s" strings and the `ringmq.*` stage
+/// profile keys come from [`crate::metrics::BrokerMetrics::runtime_info_into`].
 pub fn get_broker_runtime_info(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     ok_body(request, runtime_info(ctx).encode())
 }
@@ -563,6 +565,8 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
             up_s % 60
         ),
     );
+    // Real put/get totals, TPS windows and ringmq's stage profile over the placeholders.
+    ctx.metrics.runtime_info_into(&mut t);
     KvTable { table: t }
 }
 
@@ -781,21 +785,28 @@ pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingComma
     ok_body(request, body.to_json())
 }
 
-/// GET_BROKER_CONFIG (26): Properties text; header `version` = a DataVersion JSON.
+/// GET_BROKER_CONFIG (26): the effective configuration (startup values plus accepted
+/// updates) as Properties text; header `version` = the config's DataVersion JSON, bumped by
+/// every accepted UPDATE_BROKER_CONFIG.
 pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     let mut response = request
         .response_to(ResponseCode::Success.code(), None)
-        .with_body(ctx.config.to_properties_text());
+        .with_body(ctx.live.properties_text());
     response
         .ext_fields
-        .insert("version", ctx.topics.data_version().to_json());
+        .insert("version", ctx.live.data_version().to_json());
     response.into()
 }
 
-/// UPDATE_BROKER_CONFIG (25): validates the Properties body against the known keys. The
-/// context's config is immutable, so a valid update is refused with a remark saying so
-/// rather than acknowledged and silently ignored (see the module report).
-pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+/// UPDATE_BROKER_CONFIG (25): applies and saves the Properties body through
+/// [`crate::live_config::apply_update`]. The remark of a success says which keys are in effect
+/// now and which after a restart; a refusal (black list, unknown key, bad value, unwritable
+/// config file) changes nothing. `caller` is logged with every accepted key.
+pub fn update_broker_config(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    caller: &str,
+) -> Handled {
     let text = match body_text(request) {
         Ok(t) => t,
         Err(r) => return *r,
@@ -810,33 +821,16 @@ pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> H
             )
         }
     };
-    if props.is_empty() {
-        return fail(
-            request,
-            ResponseCode::InvalidParameter,
-            "no key=value in the body",
-        );
+    let props: Vec<(String, String)> = props
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    match crate::live_config::apply_update(ctx, &props, caller) {
+        Ok(report) => request
+            .response_to(ResponseCode::Success.code(), Some(report.remark()))
+            .into(),
+        Err(e) => fail(request, e.response_code(), e.to_string()),
     }
-    if let Some((k, _)) = props.iter().find(|(k, _)| CONFIG_BLACK_LIST.contains(k)) {
-        return fail(
-            request,
-            ResponseCode::NoPermission,
-            format!("Can not update config in black list: {k}"),
-        );
-    }
-    let mut probe = ctx.config.clone();
-    let mut notes = Vec::new();
-    for (k, v) in props.iter() {
-        probe.apply(k, v, &mut notes);
-    }
-    if !notes.is_empty() {
-        return fail(request, ResponseCode::InvalidParameter, notes.join("; "));
-    }
-    fail(
-        request,
-        ResponseCode::SystemError,
-        "live broker config update is not supported yet: put the keys in broker.conf and restart the broker",
-    )
 }
 
 /// INVOKE_BROKER_TO_RESET_OFFSET (222).
@@ -903,7 +897,7 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
             target,
         );
     }
-    if ctx.config.use_server_side_reset_offset {
+    if ctx.live.use_server_side_reset_offset() {
         for (mq, off) in &body.offset_table {
             ctx.offsets
                 .set_reset_offset(&h.group, &mq.topic, mq.queue_id, *off);
@@ -1319,6 +1313,7 @@ mod tests {
         }
         assert!(kv.table["commitLogMaxOffset"].parse::<i64>().unwrap() > 0);
         assert!(kv.table["earliestMessageTimeStamp"].parse::<i64>().unwrap() > 0);
+        // No sampler tick yet (no broker thread in this test): rates read 0.
         let first_tps: f64 = kv.table["putTps"]
             .split(' ')
             .next()
@@ -1326,6 +1321,38 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(first_tps, 0.0);
+        assert_eq!(kv.table["msgPutTotalTodayNow"], "1");
+        assert_eq!(kv.table["putMessageAverageSize"], "0.0");
+        for k in [
+            "ringmq.appendLockHoldUs",
+            "ringmq.recordsPerBatch",
+            "ringmq.flushLatencyUs",
+            "ringmq.bytesPerFdatasync",
+            "ringmq.reputLagBytes",
+            "ringmq.busyRefusals.PC_SYNCHRONIZED",
+            "getTransferedTps",
+        ] {
+            assert!(kv.table.contains_key(k), "missing {k}");
+        }
+    }
+
+    #[test]
+    fn runtime_info_counts_puts_gets_and_tps_after_a_tick() {
+        let (ctx, _) = test_context(BrokerConfig::default());
+        ctx.metrics.sample();
+        // Rates need a window longer than a millisecond.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        for _ in 0..3 {
+            send_simple(&ctx, "RtTopic2", 0, "", b"xyz");
+        }
+        let kv = KvTable::decode(&call(&ctx, RemotingCommand::request(28, 1)).body).unwrap();
+        assert_eq!(kv.table["msgPutTotalTodayNow"], "3");
+        assert_eq!(kv.table["msgGetTotalTodayNow"], "0");
+        let tps: Vec<f64> = kv.table["putTps"]
+            .split(' ')
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert!(tps.len() == 3 && tps.iter().all(|v| *v > 0.0), "{tps:?}");
     }
 
     #[test]
@@ -1477,11 +1504,12 @@ mod tests {
             ResponseCode::InvalidParameter.code()
         );
         assert_eq!(up("").code, ResponseCode::InvalidParameter.code());
-        assert_eq!(
-            up("autoCreateTopicEnable=false").code,
-            ResponseCode::SystemError.code(),
-            "never a silent no-op"
-        );
+        let r = up("autoCreateTopicEnable=false");
+        assert_eq!(r.code, ResponseCode::Success.code(), "{:?}", r.remark);
+        let r = call(&ctx, RemotingCommand::request(26, 1));
+        let text = std::str::from_utf8(&r.body).unwrap();
+        assert!(text.contains("autoCreateTopicEnable=false\n"), "GET shows the live value");
+        assert!(r.ext_fields.get("version").unwrap().contains("\"counter\":1"));
     }
 
     #[test]

@@ -290,7 +290,7 @@ pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Ha
             .response_to(ResponseCode::Success.code(), None)
             .into();
     }
-    if !ctx.config.enable_property_filter {
+    if !ctx.live.enable_property_filter() {
         return error_response(
             request,
             ResponseCode::SystemError,

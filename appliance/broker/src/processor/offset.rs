@@ -151,7 +151,7 @@ pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) ->
             Some(format!("bad queueId {queue_id} or commitOffset {offset}")),
         );
     }
-    if ctx.config.use_server_side_reset_offset
+    if ctx.live.use_server_side_reset_offset()
         && ctx
             .offsets
             .peek_reset_offset(&group, &topic, queue_id)

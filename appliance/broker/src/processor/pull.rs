@@ -195,7 +195,7 @@ fn execute(
     peer: &str,
 ) -> Outcome {
     let config = &ctx.config;
-    if !config.is_readable() {
+    if !ctx.live.is_readable() {
         return refuse(
             request,
             ResponseCode::NoPermission,
@@ -338,7 +338,7 @@ fn execute(
             format!("unknown expressionType {:?}", subscription.expression_type),
             None,
         );
-    } else if !config.enable_property_filter {
+    } else if !ctx.live.enable_property_filter() {
         return refuse(
             request,
             ResponseCode::SystemError,
@@ -370,7 +370,7 @@ fn execute(
         }
     };
 
-    let reset = if config.use_server_side_reset_offset {
+    let reset = if ctx.live.use_server_side_reset_offset() {
         ctx.offsets
             .take_reset_offset(&h.consumer_group, &h.topic, h.queue_id)
     } else {
@@ -397,7 +397,11 @@ fn execute(
             ctx.metrics.record_get(
                 &h.topic,
                 &h.consumer_group,
-                if found { result.messages.len() as u64 } else { 0 },
+                if found {
+                    result.messages.len() as u64
+                } else {
+                    0
+                },
                 if found {
                     result.messages.iter().map(|m| m.len() as u64).sum()
                 } else {
@@ -444,10 +448,10 @@ fn execute(
     }
 
     if code == ResponseCode::PullNotFound && first && h.sys_flag & PULL_FLAG_SUSPEND != 0 {
-        let timeout_ms = if config.long_polling_enable {
+        let timeout_ms = if ctx.live.long_polling_enable() {
             h.suspend_timeout_ms.clamp(0, MAX_SUSPEND_MS)
         } else {
-            config.short_polling_time_ms as i64
+            ctx.live.short_polling_time_ms().min(MAX_SUSPEND_MS as u64) as i64
         };
         return Outcome::Suspend { filter, timeout_ms };
     }

@@ -158,8 +158,8 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
         Err(e) => return header_error(&request, e),
     };
     let queued_ms = rc.queued_ms();
-    if ctx.config.broker_fast_failure_enable
-        && queued_ms >= ctx.config.wait_time_in_send_queue_ms
+    if ctx.live.broker_fast_failure_enable()
+        && queued_ms >= ctx.live.wait_time_in_send_queue_ms()
         && queued_ms > 0
     {
         return reply_error(
@@ -301,7 +301,7 @@ fn prepare(
             ),
         ));
     }
-    if !config.is_writeable() {
+    if !ctx.live.is_writeable() {
         return Err((
             ResponseCode::NoPermission,
             format!(
@@ -323,7 +323,7 @@ fn prepare(
     }
     let topic_sys_flag = if header.unit_mode { 1 } else { 0 };
     let topic_config = match ctx.topics.create_topic_in_send(
-        config,
+        ctx.live.auto_create_topic_enable(),
         topic,
         header.default_topic,
         header.default_topic_queue_nums.max(1) as u32,
