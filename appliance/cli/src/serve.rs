@@ -95,51 +95,64 @@ fn load_broker_config(flags: &ServeFlags) -> Result<BrokerConfig, String> {
 }
 
 pub fn namesrv(args: &[String]) -> ExitCode {
-    let flags = match parse_flags(args, "namesrv") {
-        Ok(flags) => flags,
-        Err(e) => return fail(e),
-    };
-    let config = match load_namesrv_config(&flags) {
-        Ok(config) => config,
-        Err(e) => return fail(e),
-    };
-    if flags.print_all || flags.print_important {
-        print!("{}", config.to_properties_text());
-        return ExitCode::SUCCESS;
-    }
-    lifecycle::block_shutdown_signals();
-    let namesrv = match Namesrv::start(config) {
-        Ok(namesrv) => namesrv,
-        Err(e) => return fail(format!("namesrv failed to start: {e}")),
-    };
-    let addr = namesrv.local_addr();
-    println!("The Name Server boot success. serializeType=JSON, address {addr}");
-    serve_until_signal(&[addr], || namesrv.shutdown());
-    ExitCode::SUCCESS
+    serve_role(
+        args,
+        "namesrv",
+        load_namesrv_config,
+        NamesrvConfig::to_properties_text,
+        |config| Namesrv::start(config).map_err(|e| format!("namesrv failed to start: {e}")),
+        |namesrv| {
+            let addr = namesrv.local_addr();
+            println!("The Name Server boot success. serializeType=JSON, address {addr}");
+            serve_until_signal(&[addr], || namesrv.shutdown());
+        },
+    )
 }
 
 pub fn broker(args: &[String]) -> ExitCode {
-    let flags = match parse_flags(args, "broker") {
-        Ok(flags) => flags,
+    serve_role(
+        args,
+        "broker",
+        load_broker_config,
+        BrokerConfig::to_properties_text,
+        |config| Broker::start(config).map_err(|e| format!("broker failed to start: {e}")),
+        |broker| {
+            let addr = broker.local_addr();
+            println!("The broker boot success. serializeType=JSON, address {addr}");
+            serve_until_signal(&[addr], || broker.shutdown());
+        },
+    )
+}
+
+/// The shape `mqnamesrv` and `mqbroker` share: flags, config (printed and exit with
+/// `-p`/`-m`), signals blocked before any server thread exists, start, serve.
+fn serve_role<C, S>(
+    args: &[String],
+    role: &str,
+    load: fn(&ServeFlags) -> Result<C, String>,
+    print: fn(&C) -> String,
+    start: impl FnOnce(C) -> Result<S, String>,
+    serve: impl FnOnce(S),
+) -> ExitCode {
+    let config = match parse_flags(args, role).and_then(|flags| {
+        let config = load(&flags)?;
+        Ok((flags.print_all || flags.print_important, config))
+    }) {
+        Ok((true, config)) => {
+            print!("{}", print(&config));
+            return ExitCode::SUCCESS;
+        }
+        Ok((false, config)) => config,
         Err(e) => return fail(e),
     };
-    let config = match load_broker_config(&flags) {
-        Ok(config) => config,
-        Err(e) => return fail(e),
-    };
-    if flags.print_all || flags.print_important {
-        print!("{}", config.to_properties_text());
-        return ExitCode::SUCCESS;
-    }
     lifecycle::block_shutdown_signals();
-    let broker = match Broker::start(config) {
-        Ok(broker) => broker,
-        Err(e) => return fail(format!("broker failed to start: {e}")),
-    };
-    let addr = broker.local_addr();
-    println!("The broker boot success. serializeType=JSON, address {addr}");
-    serve_until_signal(&[addr], || broker.shutdown());
-    ExitCode::SUCCESS
+    match start(config) {
+        Ok(server) => {
+            serve(server);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
 }
 
 /// `ringmq up`: a NameServer on 9876 and a broker on 10911 in this process, with every
