@@ -209,6 +209,9 @@ def window_store_stats(before, after, secs):
     flat = _numbers((after or {}).get("ringmq.flushLatencyUs", ""))
     if flat and len(flat) == 2:
         out["flush_p50_us"], out["flush_p99_us"] = flat
+    lag = num(after, "ringmq.reputLagBytes")
+    if lag is not None:
+        out["reput_lag_mib"] = lag / MIB
     stalls = sum(d for d in (delta(k) for k in (after or {}) if k.startswith("ringmq.stallCount"))
                  if d)
     if stalls:
@@ -219,6 +222,39 @@ def window_store_stats(before, after, secs):
     if busy:
         out["busy_refusals"] = busy
     return out
+
+
+def trim_log(text, keep=300, max_lines=2000):
+    """A long log cut to its first and last `keep` lines plus a count of the elided
+    messages by kind (timestamps and colours stripped), so a flood of per-send warnings
+    does not put tens of MB into the results folder."""
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text
+    middle = lines[keep:-keep]
+    kinds = {}
+    for line in middle:
+        kind = re.sub(r"^\S+Z\s+", "", _ANSI.sub("", line).strip())
+        kinds[kind] = kinds.get(kind, 0) + 1
+    summary = ["... %d lines elided; by message:" % len(middle)]
+    for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:20]:
+        summary.append("...   %8d × %s" % (n, kind[:300]))
+    return "\n".join(lines[:keep] + summary + lines[-keep:]) + "\n"
+
+
+_SHUTDOWN_BAD = re.compile(r"unclean shutdown|abort file kept|panicked|cannot persist", re.I)
+
+
+def shutdown_problems(log_text, limit=3):
+    """WARN/ERROR lines about the shutdown itself (unclean store, failed persists, panics),
+    ANSI colours and timestamps stripped, de-duplicated, at most `limit`."""
+    out = []
+    for line in _ANSI.sub("", log_text or "").splitlines():
+        if _SHUTDOWN_BAD.search(line):
+            text = re.sub(r"^\S+Z\s+", "", line.strip())
+            if text not in out:
+                out.append(text)
+    return out[:limit]
 
 
 def format_store_stats(st):
@@ -234,6 +270,8 @@ def format_store_stats(st):
                      % (st["bytes_per_fdatasync"] / 1024, st.get("fdatasyncs_per_s") or 0))
     if st.get("flush_p50_us") is not None:
         parts.append("flush p50/p99 %.0f/%.0f µs" % (st["flush_p50_us"], st["flush_p99_us"]))
+    if st.get("reput_lag_mib"):
+        parts.append("reput %.0f MiB behind at the end" % st["reput_lag_mib"])
     if st.get("stalls"):
         parts.append("%d core stalls > 500 µs" % st["stalls"])
     if st.get("busy_refusals"):
@@ -268,7 +306,8 @@ def summarize_cell(cell, size, disk):
         return row
     b = run["bench"]
     raw = (disk or {}).get("raw_seq_mib_per_s")
-    gc = ((disk or {}).get("group_commit") or {}).get("mib_per_s")
+    gc = (disk or {}).get("best_group_commit_mib_per_s") or \
+        ((disk or {}).get("group_commit") or {}).get("mib_per_s")
     body = body_mib_per_s(b["tps"], size)
     row.update({
         "tps": b["tps"], "body_mib_s": body,
@@ -287,6 +326,7 @@ def summarize_cell(cell, size, disk):
         "device_per_log": run.get("device_bytes_per_log_byte"),
         "dirty_mib_end": run.get("dirty_mib_end"),
         "broker_write_per_log": run.get("broker_write_bytes_per_log_byte"),
+        "broker_read_per_log": run.get("broker_read_bytes_per_log_byte"),
         "store_window": run.get("store_window"),
         "rss_anon_mib": run.get("rss_anon_mib"),
         "rss_file_mib": run.get("rss_file_mib"),
@@ -372,12 +412,14 @@ def render_markdown(result):
         if r.get("flush") == "ASYNC_FLUSH" and not r["name"].count("+"):
             bar.append("%s: msg/s ÷ 100k = %.2f" % (r["name"], r["tps"] / TARGET_ASYNC_TPS))
         if r.get("flush") == "SYNC_FLUSH" and r.get("of_group_commit"):
-            bar.append("%s: body MiB/s ÷ 512 KiB group-commit MiB/s = %.2f"
+            bar.append("%s: body MiB/s ÷ best 512 KiB group-commit MiB/s = %.2f"
                        % (r["name"], r["of_group_commit"]))
-        lone = ((result.get("disk") or {}).get("lone_fdatasync") or {}).get(
-            "write4k_fdatasync_p50_ms")
+        # The device's fdatasync latency drifts; prefer the probe taken right before the cell.
+        lone = (r.get("disk_probe") or {}).get("fdatasync_p50_ms") or \
+            ((result.get("disk") or {}).get("lone_fdatasync") or {}).get("write4k_fdatasync_p50_ms")
         if r.get("flush") == "SYNC_FLUSH" and lone and r.get("p50_ms"):
-            bar.append("%s: p50 ÷ lone fdatasync p50 = %.1f" % (r["name"], r["p50_ms"] / lone))
+            bar.append("%s: p50 ÷ lone fdatasync p50 (%.2f ms) = %.1f"
+                       % (r["name"], lone, r["p50_ms"] / lone))
         if r.get("broker_cpu_us"):
             bar.append("%s: 10 µs ÷ broker µs/msg = %.2f"
                        % (r["name"], TARGET_CPU_US_PER_MSG / r["broker_cpu_us"]))
@@ -413,6 +455,8 @@ def render_markdown(result):
                     io += " (%.2f× the CommitLog's growth)" % r["device_per_log"]
             if r.get("broker_write_per_log") is not None:
                 io += "; broker's own write_bytes %.2f× the CommitLog's growth" % r["broker_write_per_log"]
+            if r.get("broker_read_per_log"):
+                io += "; broker read_bytes %.2f× the CommitLog's growth" % r["broker_read_per_log"]
             if r.get("rss_anon_mib") is not None:
                 io += "; broker RSS anon %.0f MiB + file %.0f MiB" % (
                     r["rss_anon_mib"], r.get("rss_file_mib") or 0)

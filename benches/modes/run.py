@@ -49,6 +49,9 @@ TMP_BASE = os.path.join(REPO, "target", "modes-bench")
 TOPIC = "ModesBench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 O_DIRECT_FLAG = 0o40000  # x86-64/arm64 value of O_DIRECT in /proc/<pid>/fdinfo flags
+# Above this used share of the store's file system the harness warns (ringmq, like
+# RocketMQ, starts refusing writes around 85-90 %).
+DISK_USED_WARN = 0.85
 README_BEGIN = "<!-- modes:latest:begin -->"
 README_END = "<!-- modes:latest:end -->"
 
@@ -174,7 +177,11 @@ class Proc:
         return self.p.poll() is None
 
     def stop(self, timeout=20.0):
+        """SIGTERM, then SIGKILL after `timeout`. Records how long the graceful stop took
+        (`stop_secs`) and whether it had to be killed (`killed`)."""
+        self.stop_secs, self.killed = 0.0, False
         if self.p.poll() is None:
+            t0 = time.monotonic()
             try:
                 os.kill(self.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -183,10 +190,22 @@ class Proc:
                 self.p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 log("pid %d did not stop in %.0fs after SIGTERM; SIGKILL" % (self.pid, timeout))
+                self.killed = True
                 os.kill(self.pid, signal.SIGKILL)
                 self.p.wait(timeout=10)
+            self.stop_secs = time.monotonic() - t0
         self.logf.close()
+        self._trim()
         return self.p.returncode
+
+    def _trim(self):
+        try:
+            if os.path.getsize(self.log_path) > 1024 * 1024:
+                text = self.text()
+                with open(self.log_path, "w") as f:
+                    f.write(report.trim_log(text))
+        except OSError:
+            pass
 
     def tail(self, n=15):
         try:
@@ -277,6 +296,14 @@ class Cluster:
         return broker_log
 
 
+def disk_used_ratio(path):
+    """Used share of the file system the way the broker's retention computes it
+    (upstream's used / (used + usable)); writes are refused above 90 %."""
+    st = os.statvfs(path)
+    used = st.f_blocks - st.f_bfree
+    return used / float(used + st.f_bavail) if used + st.f_bavail else 0.0
+
+
 def read_ticks(pid):
     with open("/proc/%d/stat" % pid) as f:
         return report.parse_proc_stat(f.read())[1]
@@ -318,17 +345,22 @@ def device_written_bytes(dev):
         return None
 
 
-def proc_write_bytes(pid):
-    """/proc/<pid>/io write_bytes: bytes the process caused to be written to storage,
-    charged when it dirties page-cache pages (or issues direct I/O)."""
+def proc_io(pid, field):
+    """A /proc/<pid>/io counter: `write_bytes` (bytes the process caused to be written to
+    storage, charged when it dirties page-cache pages or issues direct I/O) or
+    `read_bytes` (bytes it caused to be read from storage: page-cache misses, direct reads)."""
     try:
         with open("/proc/%d/io" % pid) as f:
             for line in f:
-                if line.startswith("write_bytes:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass
     return None
+
+
+def proc_write_bytes(pid):
+    return proc_io(pid, "write_bytes")
 
 
 def dirty_mib():
@@ -411,14 +443,14 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
     pid = cluster.broker.pid
     info0 = safe_runtime_info(cluster.broker_addr)
     dev = block_device(TMP_BASE)
-    dw0, pw0 = device_written_bytes(dev), proc_write_bytes(pid)
+    dw0, pw0, pr0 = device_written_bytes(dev), proc_write_bytes(pid), proc_io(pid, "read_bytes")
     ticks0, tasks0, mach0 = read_ticks(pid), read_tasks(pid), read_machine()
     w0 = time.monotonic()
     summary, stdout, stderr, client_cpu = run_bench(
         bench_argv(binary, cluster.namesrv, s, secs, concurrency), timeout=secs + 60)
     ticks1, tasks1, mach1 = read_ticks(pid), read_tasks(pid), read_machine()
     wall = time.monotonic() - w0
-    dw1, pw1 = device_written_bytes(dev), proc_write_bytes(pid)
+    dw1, pw1, pr1 = device_written_bytes(dev), proc_write_bytes(pid), proc_io(pid, "read_bytes")
     info1 = safe_runtime_info(cluster.broker_addr)
     run = {"bench": summary, "concurrency": concurrency or s["concurrency"]}
     if summary is None:
@@ -451,6 +483,10 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
         # The broker's own share, unaffected by other processes on the device: > 1 means
         # it dirties or writes more than the records it appends (e.g. pre-faulted pages).
         run["broker_write_bytes_per_log_byte"] = (pw1 - pw0) / dlog
+    if pr0 is not None and pr1 is not None and dlog > 0:
+        # A producer-only load should read nothing back from the disk; reads here mean a
+        # stage (reput, typically) re-reads what was just written from the device.
+        run["broker_read_bytes_per_log_byte"] = (pr1 - pr0) / dlog
     run["dirty_mib_end"] = dirty_mib()
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -507,6 +543,18 @@ def run_cell(binary, cell, s, logdir, tag, notes):
         return run
     finally:
         broker_log = cluster.stop()
+        if cluster.broker is not None and run.get("bench"):
+            run["broker_stop_secs"] = cluster.broker.stop_secs
+            run["broker_killed"] = cluster.broker.killed
+            # Shutdown problems are worth a note: a SIGTERM must end in a clean store.
+            if cluster.broker.killed:
+                notes.append("%s: the broker did not exit within 20 s of SIGTERM (killed)"
+                             % cell["name"])
+            elif cluster.broker.stop_secs > 5:
+                notes.append("%s: the broker took %.1f s to exit after SIGTERM"
+                             % (cell["name"], cluster.broker.stop_secs))
+            for line in report.shutdown_problems(broker_log):
+                notes.append("%s: broker log at shutdown: %s" % (cell["name"], line))
         lh = report.extract_lock_hold_from_log(broker_log)
         if lh and run.get("bench") and not run.get("lock_hold"):
             # Only a shutdown-time histogram: the whole broker life, warm-up included.
@@ -573,7 +621,7 @@ def run_matrix(args, s, out):
         c["runs"] = []
         c["extra_conf"] = extra_conf(args)
     # Passes alternate the cell order (ABBA) so slow drift (page cache, disk) cancels.
-    ha_skip = None
+    ha_skip, disk_warned = None, False
     for rep in range(s["repeats"]):
         order = cells if rep % 2 == 0 else list(reversed(cells))
         for cell in order:
@@ -586,6 +634,14 @@ def run_matrix(args, s, out):
                 notes.append(msg)
                 log(msg)
                 continue
+            used = disk_used_ratio(TMP_BASE)
+            if used > DISK_USED_WARN and not disk_warned:
+                disk_warned = True
+                msg = ("the store's file system is %.0f%% full: the broker refuses writes "
+                       "(SERVICE_NOT_AVAILABLE) near its disk-full limits, so failures and low "
+                       "msg/s may come from that" % (used * 100))
+                notes.append(msg)
+                log("WARNING: " + msg)
             log("cell %s (pass %d/%d)" % (cell["name"], rep + 1, s["repeats"]))
             tag = "%s-%d" % (cell["name"].replace("/", "_").replace("+", "_"), rep + 1)
             run = run_cell(args.binary, cell, s, logdir, tag, notes)
@@ -621,6 +677,9 @@ def run_matrix(args, s, out):
         # The physical limit is the best the device showed in this run.
         result["disk"]["raw_seq_mib_per_s"] = max(
             result["disk"]["raw_seq_mib_per_s"], result["disk_end"]["raw_seq_mib_per_s"])
+        result["disk"]["best_group_commit_mib_per_s"] = max(
+            (d.get("group_commit") or {}).get("mib_per_s", 0)
+            for d in (result["disk"], result["disk_end"]))
     lh_any = any(r.get("lock_hold") for c in cells for r in c["runs"])
     if not lh_any:
         notes.append("Lock-hold time: not exposed by the broker yet (no runtime-info key "
@@ -675,8 +734,9 @@ def replace_readme_block(text, md, source):
     when the markers are missing. Everything outside the markers is kept as is."""
     if README_BEGIN not in text or README_END not in text:
         return None
-    body = "%s\n\n_From `%s`:_\n\n%s\n\n%s" % (
-        README_BEGIN, source, md.split("\n", 1)[-1].strip(), README_END)
+    body = "%s\n\n_From `%s`:_\n\n![throughput](%s/throughput.svg) ![latency](%s/latency.svg)" \
+        "\n\n%s\n\n%s" % (README_BEGIN, source, source, source,
+                          md.split("\n", 1)[-1].strip(), README_END)
     head, rest = text.split(README_BEGIN, 1)
     tail = rest.split(README_END, 1)[1]
     return head + body + tail
@@ -853,7 +913,10 @@ def main(argv=None):
         with open(args.render) as f:
             result = json.load(f)
         out = args.out or os.path.dirname(os.path.abspath(args.render))
-        print(write_outputs(result, out, "compare" if "pairs" in result else "modes"))
+        md = write_outputs(result, out, "compare" if "pairs" in result else "modes")
+        print(md)
+        if args.update_readme and "pairs" not in result:
+            update_readme(md, out)
         return 0
     if args.dry_run:
         dry_run(args, s)

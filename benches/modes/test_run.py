@@ -176,7 +176,8 @@ class LockHoldTests(unittest.TestCase):
         after = {"ringmq.appendBatches": "1100", "ringmq.appendRecords": "81000",
                  "ringmq.flushCount": "410", "ringmq.flushedBytes": str(1048576 + 400 * 262144),
                  "ringmq.flushLatencyUs": "800 3000", "ringmq.stallCount.core0": "4",
-                 "ringmq.busyRefusals.OVERLOAD": "0", "ringmq.busyRefusals.PC_SYNCHRONIZED": "7"}
+                 "ringmq.busyRefusals.OVERLOAD": "0", "ringmq.busyRefusals.PC_SYNCHRONIZED": "7",
+                 "ringmq.reputLagBytes": str(3 * 1048576)}
         st = report.window_store_stats(before, after, 10.0)
         self.assertAlmostEqual(st["records_per_batch"], 80.0)
         self.assertAlmostEqual(st["batches_per_s"], 100.0)
@@ -189,8 +190,30 @@ class LockHoldTests(unittest.TestCase):
         self.assertIn("256 KiB per flush, 40 flushes/s", text)
         self.assertIn("flush p50/p99 800/3000 µs", text)
         self.assertIn("busy refusals PC_SYNCHRONIZED 2", text)
+        self.assertIn("reput 3 MiB behind at the end", text)
         self.assertEqual(report.window_store_stats({}, {}, 1.0), {})
         self.assertEqual(report.format_store_stats({}), "")
+
+    def test_shutdown_problems(self):
+        text = ("\x1b[2m2026-11-30T09:04:29.366658Z\x1b[0m \x1b[33m WARN\x1b[0m ringmq_store::store: "
+                "unclean shutdown: abort file kept, next start recovers abnormally\n"
+                "2026-11-30T09:04:29Z INFO broker stopped\n"
+                "2026-11-30T09:04:30Z ERROR ringmq_broker::broker: cannot persist delayOffset.json\n"
+                "2026-11-30T09:04:31Z ERROR ringmq_broker::broker: cannot persist delayOffset.json\n")
+        self.assertEqual(report.shutdown_problems(text), [
+            "WARN ringmq_store::store: unclean shutdown: abort file kept, next start recovers abnormally",
+            "ERROR ringmq_broker::broker: cannot persist delayOffset.json"])
+        self.assertEqual(report.shutdown_problems(""), [])
+
+    def test_trim_log(self):
+        lines = ["2026-11-30T09:00:00.%06dZ WARN send not stored status=\"X\"" % i for i in range(5000)]
+        text = "boot\n" + "\n".join(lines) + "\nstopped\n"
+        out = report.trim_log(text, keep=10, max_lines=100).splitlines()
+        self.assertEqual(out[0], "boot")
+        self.assertEqual(out[-1], "stopped")
+        self.assertIn("... 4982 lines elided; by message:", out)
+        self.assertIn('...       4982 × WARN send not stored status="X"', out)
+        self.assertEqual(report.trim_log("short\n"), "short\n")
 
     def test_absent(self):
         self.assertIsNone(report.extract_lock_hold({"pageCacheLockTimeMills": "0"}))
@@ -246,6 +269,12 @@ class RenderTests(unittest.TestCase):
         self.assertIn("| sequential 1 MiB writes, O_DIRECT | 310 MiB/s | 200 MiB/s |", md)
         self.assertIn("| lone 4 KiB write + fdatasync p50 / p99 | 4.00 / 8.00 ms | n/a |", md)
         self.assertIn("ASYNC_FLUSH/mmap 280 MiB/s, fdatasync p50 3.90 ms", md)
+        res["cells"][2]["runs"][0]["disk_probe"] = {"seq_mib_per_s": 280.0, "fdatasync_p50_ms": 0.5}
+        res["disk"]["best_group_commit_mib_per_s"] = 117.2
+        md = report.render_markdown(res)
+        self.assertIn("SYNC_FLUSH/mmap: p50 ÷ lone fdatasync p50 (0.50 ms) = 16.0", md)
+        self.assertIn("SYNC_FLUSH/direct: p50 ÷ lone fdatasync p50 (4.00 ms) = 2.2", md)
+        self.assertIn("SYNC_FLUSH/mmap: body MiB/s ÷ best 512 KiB group-commit MiB/s = 0.50", md)
         self.assertIn("Failed sends (msg/s counts acknowledged sends only; codes in "
                       "results.json): SYNC_FLUSH/mmap 12.", md)
         self.assertEqual(len(report.disk_lines({})), len(report.disk_lines(res["disk"])))
@@ -342,6 +371,7 @@ class HarnessTests(unittest.TestCase):
         new = run.replace_readme_block(text, "# title\n| a |\n", "results/x")
         self.assertIn("keep me", new)
         self.assertIn("| a |", new)
+        self.assertIn("![throughput](results/x/throughput.svg)", new)
         self.assertNotIn("old", new)
         self.assertNotIn("# title", new)
         self.assertTrue(new.endswith("tail\n"))

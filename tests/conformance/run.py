@@ -487,6 +487,9 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
                 "listenPort": run.broker_port, "haListenPort": run.broker_port + 1, "brokerIP1": "127.0.0.1",
                 "namesrvAddr": run.namesrv_addr, "storePathRootDir": data,
                 "autoCreateTopicEnable": "true",
+                # 64 MiB segments instead of 1 GiB: a scenario writes a few MiB, and CI
+                # machines may have little disk to spare for pre-allocated files.
+                "mappedFileSizeCommitLog": 64 * 1024 * 1024,
             }
             props.update(sc.broker_conf)
             write_conf(run.broker_conf, props)
@@ -599,10 +602,13 @@ def print_failure_details(run: Run, capture_lines: int = CAPTURE_LINES) -> None:
                 fh.write("\n".join(lines) + "\n")
         except OSError as e:
             wire = f"(cannot write {wire}: {e})"
-        shown = lines[-capture_lines:] if capture_lines > 0 else []
-        head = f"(last {len(shown)} of {len(lines)} lines; all in {wire})\n" if len(shown) < len(lines) else ""
+        quiet = wireproxy.quiet_filter(frames)
+        qlines = wireproxy.describe(quiet, run.t0)
+        shown = qlines[-capture_lines:] if capture_lines > 0 else []
+        head = (f"(last {len(shown)} lines of {len(quiet)} frames without heartbeats, offset calls, trace "
+                f"sends and empty pulls; all {len(frames)} frames in {wire})\n")
         block(f"wire capture: {len(frames)} frames through the proxies", head + "\n".join(shown))
-    else:
+    elif run.scenario.needs:
         print("    (re-run with --capture to see the frames exchanged)")
     print(f"    (scenario files kept in {run.tmp})")
 

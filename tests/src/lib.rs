@@ -158,7 +158,10 @@ impl Cluster {
         let ns_dir = dir.path().join("namesrv");
         std::fs::create_dir_all(&ns_dir).expect("namesrv dir");
         let (ns_cfg, unknown) = NamesrvConfig::from_properties_text(&namesrv_conf(&ns_dir, 0));
-        assert!(unknown.is_empty(), "namesrv keys not understood: {unknown:?}");
+        assert!(
+            unknown.is_empty(),
+            "namesrv keys not understood: {unknown:?}"
+        );
         let namesrv = Namesrv::start(ns_cfg).expect("namesrv starts");
         let namesrv_addr = namesrv.local_addr().to_string();
         let broker_name = unique("broker");
@@ -267,7 +270,8 @@ impl Cluster {
             persist_interval_ms: 500,
             ..PushConsumerConfig::default()
         };
-        cfg.subscriptions.insert(topic.to_string(), expr.to_string());
+        cfg.subscriptions
+            .insert(topic.to_string(), expr.to_string());
         cfg
     }
 }

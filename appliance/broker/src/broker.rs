@@ -73,6 +73,8 @@ pub struct Broker {
     local_addr: SocketAddr,
     registrar: Option<Registrar>,
     schedule: Option<ScheduleMessageService>,
+    /// Transaction check-back (master only).
+    transaction_check: Option<crate::transaction::TransactionalMessageCheckService>,
     housekeeping: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
@@ -245,6 +247,18 @@ impl Broker {
         } else {
             None
         };
+        let transaction_check = if ctx.config.is_master() {
+            let svc = crate::transaction::TransactionalMessageCheckService::new(ctx.clone());
+            match svc.start() {
+                Ok(()) => Some(svc),
+                Err(e) => {
+                    tracing::error!("transaction check-back not started: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let registrar = Registrar::start(ctx.clone());
         let trigger = registrar.trigger();
         ctx.topics.set_on_change(Box::new(trigger));
@@ -263,6 +277,7 @@ impl Broker {
             local_addr,
             registrar: Some(registrar),
             schedule,
+            transaction_check,
             housekeeping: Some(housekeeping),
         })
     }
@@ -298,6 +313,9 @@ impl Broker {
             s.shutdown();
         }
         if let Some(svc) = self.schedule.take() {
+            svc.stop();
+        }
+        if let Some(svc) = self.transaction_check.take() {
             svc.stop();
         }
         if let Some((stop, handle)) = self.housekeeping.take() {

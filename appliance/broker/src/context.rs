@@ -235,6 +235,7 @@ impl BrokerContext {
             C::ViewMessageById => processor::query::view_message_by_id(self, &request),
             C::QueryMessage => processor::query::query_message(self, &request),
             C::ConsumerSendMsgBack => crate::retry::consumer_send_msg_back(self, request, rc),
+            C::EndTransaction => crate::transaction::end_transaction(self, request, rc),
             _ => match processor::admin::process(self, &request, rc) {
                 Some(handled) => handled,
                 None => not_supported(&request),

@@ -18,6 +18,7 @@ pub mod register;
 pub mod retry;
 pub mod schedule;
 pub mod store_api;
+pub mod transaction;
 #[cfg(test)]
 mod test_support;
 

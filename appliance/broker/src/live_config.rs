@@ -179,7 +179,7 @@ impl std::fmt::Display for UpdateError {
             Self::Empty => f.write_str("no key=value in the body"),
             Self::BlackListed(keys) => write!(
                 f,
-                "Can not update config in black list: {} (configBlackList; set them in the broker's config file and restart)",
+                "Can not update config in black list: {} (these keys are on configBlackList: change them in the broker's config file and restart)",
                 keys.join(", ")
             ),
             Self::Invalid { key, value, why } => {
@@ -727,7 +727,7 @@ fn save(path: &Path, updates: &[(String, String)]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processor::pull::PULL_FLAG_SUSPEND;
+    use crate::processor::pull::{PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND};
     use crate::test_support::{run, send_simple, test_context};
     use ringmq_remoting::RemotingCommand;
     use std::sync::Arc;
@@ -795,7 +795,11 @@ mod tests {
             ("queueId", "0"),
             ("queueOffset", &offset.to_string()),
             ("maxMsgNums", "32"),
-            ("sysFlag", &PULL_FLAG_SUSPEND.to_string()),
+            (
+                "sysFlag",
+                &(PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION).to_string(),
+            ),
+            ("subscription", "*"),
             ("commitOffset", "0"),
             ("suspendTimeoutMillis", "3000"),
             ("subVersion", "0"),

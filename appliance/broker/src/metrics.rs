@@ -668,7 +668,10 @@ impl BrokerMetrics {
     /// - `ringmq.stallCount.core<cpu>`: network-core loop iterations busy > 500 µs;
     /// - `ringmq.busyRefusals.<REASON>`: SYSTEM_BUSY answers by remark prefix
     ///   (OVERLOAD = the network cores' in-flight bound);
-    /// - `ringmq.putRejectedBusy`: puts the store refused as busy.
+    /// - `ringmq.putRejectedBusy`: puts the store refused as busy;
+    /// - `ringmq.putMessagesTotal`, `ringmq.getMessagesTotal`: messages stored / handed to
+    ///   consumers since start, every topic (msgPut/GetTotalTodayNow leave system topics
+    ///   out, as upstream; BenchmarkTest is one of them).
     pub fn runtime_info_into(&self, t: &mut BTreeMap<String, String>) {
         let now = Instant::now();
         let cur = self.totals();
@@ -690,6 +693,8 @@ impl BrokerMetrics {
                 d.get_yesterday_morning.to_string(),
             );
         }
+        put("ringmq.putMessagesTotal", cur.put_messages.to_string());
+        put("ringmq.getMessagesTotal", cur.get_messages.to_string());
         put("putTps", self.tps_text(now, &cur, |t| t.put_messages));
         put("getFoundTps", self.tps_text(now, &cur, |t| t.get_found));
         put("getMissTps", self.tps_text(now, &cur, |t| t.get_miss));

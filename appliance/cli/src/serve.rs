@@ -89,8 +89,19 @@ fn load_broker_config(flags: &ServeFlags) -> Result<BrokerConfig, String> {
         // A later line wins in a properties file, so `-n` overrides the file's value.
         text.push_str(&format!("\nnamesrvAddr={addr}\n"));
     }
-    let (config, unknown) = BrokerConfig::from_properties_text(&text);
+    let (mut config, unknown) = BrokerConfig::from_properties_text(&text);
     report_unknown_keys("broker.conf", &unknown);
+    if let Some(file) = &flags.config_file {
+        // As mqbroker: UPDATE_BROKER_CONFIG saves accepted keys into the -c file, unless the
+        // file names another one with brokerConfigPath.
+        if config
+            .broker_config_path
+            .as_deref()
+            .is_none_or(|p| p.trim().is_empty())
+        {
+            config.broker_config_path = Some(absolute(file)?.display().to_string());
+        }
+    }
     Ok(config)
 }
 

@@ -878,7 +878,9 @@ mod tests {
 /// no `ringmq.*`) read 0; [`BrokerStageProfile::is_ringmq`] tells the two apart.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct BrokerStageProfile {
-    /// `msgPutTotalTodayNow` / `msgGetTotalTodayNow` (user topics, since broker start).
+    /// Messages stored / handed out since broker start: `ringmq.putMessagesTotal` /
+    /// `ringmq.getMessagesTotal` (every topic), else upstream's `msgPutTotalTodayNow` /
+    /// `msgGetTotalTodayNow` (system topics left out).
     pub put_messages: u64,
     pub get_messages: u64,
     pub append_batches: u64,
@@ -928,8 +930,16 @@ impl BrokerStageProfile {
                 .collect()
         };
         Self {
-            put_messages: num("msgPutTotalTodayNow"),
-            get_messages: num("msgGetTotalTodayNow"),
+            put_messages: if info.contains_key("ringmq.putMessagesTotal") {
+                num("ringmq.putMessagesTotal")
+            } else {
+                num("msgPutTotalTodayNow")
+            },
+            get_messages: if info.contains_key("ringmq.getMessagesTotal") {
+                num("ringmq.getMessagesTotal")
+            } else {
+                num("msgGetTotalTodayNow")
+            },
             append_batches: num("ringmq.appendBatches"),
             append_records: num("ringmq.appendRecords"),
             append_lock_hold_us: [pick(&hold, 0), pick(&hold, 1), pick(&hold, 2)],
@@ -1076,7 +1086,8 @@ mod stage_profile_tests {
     #[test]
     fn parses_runtime_info_and_diffs_a_run() {
         let before = BrokerStageProfile::from_runtime_info(&info(&[
-            ("msgPutTotalTodayNow", "100"),
+            ("msgPutTotalTodayNow", "0"),
+            ("ringmq.putMessagesTotal", "100"),
             ("ringmq.appendBatches", "10"),
             ("ringmq.appendRecords", "100"),
             ("ringmq.appendLockHoldUs", "3 9 40"),
@@ -1088,7 +1099,8 @@ mod stage_profile_tests {
         assert!(before.ringmq);
         assert_eq!(before.append_lock_hold_us, [3, 9, 40]);
         let after = BrokerStageProfile::from_runtime_info(&info(&[
-            ("msgPutTotalTodayNow", "1100"),
+            ("msgPutTotalTodayNow", "0"),
+            ("ringmq.putMessagesTotal", "1100"),
             ("ringmq.appendBatches", "60"),
             ("ringmq.appendRecords", "1100"),
             ("ringmq.appendLockHoldUs", "4 12 80"),

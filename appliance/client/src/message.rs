@@ -272,7 +272,11 @@ thread_local! {
 /// A new `UNIQ_KEY` (per-thread generator: ip, pid, a per-process hash, ms in month,
 /// counter). Uses UTC for the month boundary; brokers treat the id as opaque text.
 pub fn new_uniq_key() -> String {
-    let now = now_ms();
+    new_uniq_key_at(now_ms())
+}
+
+/// [`new_uniq_key`] for a wall-clock time the caller already read (`now` in ms).
+pub fn new_uniq_key_at(now: i64) -> String {
     UNIQ.with(|slot| {
         let mut slot = slot.borrow_mut();
         let generator = slot.get_or_insert_with(|| {

@@ -12,18 +12,17 @@ use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ringmq_remoting::header::{
-    CommandHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
+use ringmq_remoting::header::{CommandHeader, SendMessageResponseHeader};
 use ringmq_remoting::message::batch::encode_batch_item;
 use ringmq_remoting::message::compress::compress_for_send;
 use ringmq_remoting::message::properties::keys;
 use ringmq_remoting::message::sysflag::CompressionType;
-use ringmq_remoting::{RemotingCommand, RequestCode};
+use ringmq_remoting::{ExtFields, RemotingCommand, RequestCode};
 
 use crate::error::{is_retryable_send_code, ClientError, Result};
 use crate::message::{
-    new_client_id, new_uniq_key, now_ms, Message, MessageQueue, SendResult, SendStatus,
+    new_client_id, new_uniq_key, new_uniq_key_at, now_ms, Message, MessageQueue, SendResult,
+    SendStatus,
 };
 use crate::route::{RouteCache, TopicRoute};
 use crate::transport::{ClientConfig, RemotingClient};
@@ -261,7 +260,7 @@ impl Producer {
             .master_addr(&mq.broker_name)
             .ok_or_else(|| no_master(&mq))?
             .to_string();
-        let req = self.build_request(RequestCode::SendMessageV2.code(), &mq, &prepared);
+        let req = self.build_request(RequestCode::SendMessageV2.code(), &mq, &prepared, now_ms());
         self.inner.client.invoke_oneway(&addr, req).await
     }
 
@@ -280,9 +279,10 @@ impl Producer {
                 self.inner.config.max_message_bytes
             )));
         }
+        let born_ms = now_ms();
         let uniq = match msg.uniq_key() {
             Some(u) => u.to_string(),
-            None => new_uniq_key(),
+            None => new_uniq_key_at(born_ms),
         };
         let mut properties = msg.properties.encode();
         if msg.uniq_key().is_none() {
@@ -307,6 +307,7 @@ impl Producer {
             properties,
             msg_id: uniq,
             batch: false,
+            born_ms,
         })
     }
 
@@ -369,6 +370,7 @@ impl Producer {
             properties: batch_props,
             msg_id: ids.join(","),
             batch: true,
+            born_ms: now_ms(),
         })
     }
 
@@ -406,25 +408,43 @@ impl Producer {
         }
     }
 
-    fn build_request(&self, code: i32, mq: &MessageQueue, p: &Prepared) -> RemotingCommand {
-        let header = SendMessageRequestHeaderV2 {
-            a: self.inner.config.group.clone(),
-            b: mq.topic.clone(),
-            c: self.inner.config.create_topic_key.clone(),
-            d: self.inner.config.default_topic_queue_nums,
-            e: mq.queue_id,
-            f: p.sys_flag,
-            g: now_ms(),
-            h: p.flag,
-            i: Some(p.properties.clone()),
-            j: Some(0),
-            k: Some(false),
-            l: None,
-            m: Some(p.batch),
-            n: Some(mq.broker_name.clone()),
-        };
+    /// The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request (`SendMessageRequestHeaderV2`'s
+    /// keys and text forms). Built straight into one pre-sized extFields map from borrowed
+    /// text: this runs for every message, and going through the typed header would cost
+    /// a `String` per field twice over (struct, then map).
+    fn build_request(
+        &self,
+        code: i32,
+        mq: &MessageQueue,
+        p: &Prepared,
+        born_ms: i64,
+    ) -> RemotingCommand {
+        let cfg = &self.inner.config;
+        let mut f = ExtFields::with_capacities(
+            13,
+            cfg.group.len()
+                + mq.topic.len()
+                + cfg.create_topic_key.len()
+                + p.properties.len()
+                + mq.broker_name.len()
+                + 64,
+        );
+        let mut digits = [0u8; 20];
+        f.insert_str("a", &cfg.group);
+        f.insert_str("b", &mq.topic);
+        f.insert_str("c", &cfg.create_topic_key);
+        f.insert_str("d", decimal(&mut digits, i64::from(cfg.default_topic_queue_nums)));
+        f.insert_str("e", decimal(&mut digits, i64::from(mq.queue_id)));
+        f.insert_str("f", decimal(&mut digits, i64::from(p.sys_flag)));
+        f.insert_str("g", decimal(&mut digits, born_ms));
+        f.insert_str("h", decimal(&mut digits, i64::from(p.flag)));
+        f.insert_str("i", &p.properties);
+        f.insert_str("j", "0");
+        f.insert_str("k", "false");
+        f.insert_str("m", if p.batch { "true" } else { "false" });
+        f.insert_str("n", &mq.broker_name);
         let mut req = RemotingCommand::request(code, 0).with_body(p.body.clone());
-        header.encode(&mut req.ext_fields);
+        req.ext_fields = f;
         req
     }
 
@@ -443,29 +463,34 @@ impl Producer {
         };
         let mut last_err: Option<ClientError> = None;
         let mut last_broker: Option<String> = None;
-        for _ in 0..attempts {
-            let remaining = deadline.saturating_duration_since(Instant::now());
+        for attempt in 0..attempts {
+            // The first attempt starts now: no second clock read (this is per message).
+            let (remaining, born_ms) = if attempt == 0 {
+                (budget, prepared.born_ms)
+            } else {
+                (deadline.saturating_duration_since(Instant::now()), now_ms())
+            };
             if remaining.is_zero() {
                 break;
             }
             let route = self.publish_route(topic).await?;
             let mq = self.select(&route, selector, last_broker.as_deref())?;
-            let Some(addr) = route.master_addr(&mq.broker_name).map(str::to_string) else {
+            let Some(addr) = route.master_addr(&mq.broker_name) else {
                 last_err = Some(no_master(&mq));
                 last_broker = Some(mq.broker_name.clone());
                 continue;
             };
-            let req = self.build_request(code, &mq, &prepared);
-            match self.inner.client.invoke(&addr, req, remaining).await {
+            let req = self.build_request(code, &mq, &prepared, born_ms);
+            match self.inner.client.invoke(addr, req, remaining).await {
                 Ok(resp) => match SendStatus::from_code(resp.code) {
-                    Some(status) => return send_result(status, &addr, code, mq, &prepared, resp),
+                    Some(status) => return send_result(status, addr, code, mq, &prepared, resp),
                     None if is_retryable_send_code(resp.code) => {
                         if resp.code == 17 {
                             self.inner.routes.invalidate(topic);
                         }
-                        last_err = Some(refused(&addr, code, resp));
+                        last_err = Some(refused(addr, code, resp));
                     }
-                    None => return Err(refused(&addr, code, resp)),
+                    None => return Err(refused(addr, code, resp)),
                 },
                 Err(e) if e.is_retryable_send() => last_err = Some(e),
                 Err(e) => return Err(e),
@@ -487,6 +512,29 @@ struct Prepared {
     properties: String,
     msg_id: String,
     batch: bool,
+    /// Wall-clock ms when the message was prepared: the first attempt's bornTimestamp
+    /// (and the time its `UNIQ_KEY` encodes), so one clock read serves both.
+    born_ms: i64,
+}
+
+/// `value` in decimal, formatted into `buf` (no allocation; header numbers per message).
+fn decimal(buf: &mut [u8; 20], value: i64) -> &str {
+    let mut at = buf.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    // ASCII digits and '-' by construction.
+    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 fn send_result(

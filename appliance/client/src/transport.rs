@@ -743,13 +743,24 @@ impl RemotingClient {
         loop {
             let must_connect = {
                 let mut pool = self.inner.pool.borrow_mut();
-                let slot = pool.entry(addr.to_string()).or_insert_with(|| AddrSlot {
-                    conns: Vec::new(),
-                    connecting: 0,
-                    waiters: Vec::new(),
-                    next: 0,
-                });
-                slot.conns.retain(|c| c.usable());
+                // Look up before inserting: `entry` would allocate the key on every request.
+                if !pool.contains_key(addr) {
+                    pool.insert(
+                        addr.to_string(),
+                        AddrSlot {
+                            conns: Vec::new(),
+                            connecting: 0,
+                            waiters: Vec::new(),
+                            next: 0,
+                        },
+                    );
+                }
+                let Some(slot) = pool.get_mut(addr) else {
+                    unreachable!("inserted just above")
+                };
+                if slot.conns.iter().any(|c| !c.usable()) {
+                    slot.conns.retain(|c| c.usable());
+                }
                 if slot.conns.len() + slot.connecting < max {
                     slot.connecting += 1;
                     true

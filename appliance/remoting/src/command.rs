@@ -22,12 +22,32 @@ pub enum SerializeType {
 
 /// The custom header map (`extFields`): insertion-ordered name → text pairs.
 ///
-/// A small vector beats a hash map here: requests carry at most ~20 keys and are read a
-/// few times each. Later duplicates overwrite earlier ones, as Java's map would.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Every key and value lives in one text buffer addressed by spans, so decoding a
+/// SEND_MESSAGE_V2 header (11-14 fields) costs two allocations instead of one `String` per
+/// key and per value (that was most of a send's header cost on both the broker and the
+/// client). A small vector beats a hash map here: requests carry at most ~20 keys and are
+/// read a few times each. Later duplicates overwrite earlier ones, as Java's map would.
+#[derive(Clone, Default)]
 pub struct ExtFields {
-    entries: Vec<(String, String)>,
+    /// Keys and values back to back; spans point into it.
+    text: String,
+    spans: Vec<Span>,
+    /// Bytes of `text` no span refers to any more (replaced or removed entries); the
+    /// buffer is compacted once they outweigh the live bytes.
+    dead: usize,
 }
+
+/// Where one entry's key and value sit in `ExtFields::text`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    key: usize,
+    key_len: usize,
+    value: usize,
+    value_len: usize,
+}
+
+/// Dead bytes tolerated before a compaction is considered (keeps the rare replace cheap).
+const EXT_FIELDS_COMPACT_MIN_DEAD: usize = 256;
 
 impl ExtFields {
     pub fn new() -> Self {
@@ -35,60 +55,186 @@ impl ExtFields {
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_capacities(capacity, capacity * 24)
+    }
+
+    /// Room for `entries` entries whose keys and values total about `text_bytes` bytes
+    /// (decoders know the header length, so one allocation holds every string).
+    pub fn with_capacities(entries: usize, text_bytes: usize) -> Self {
         Self {
-            entries: Vec::with_capacity(capacity),
+            text: String::with_capacity(text_bytes),
+            spans: Vec::with_capacity(entries),
+            dead: 0,
         }
     }
 
+    fn key_of(&self, span: &Span) -> &str {
+        &self.text[span.key..span.key + span.key_len]
+    }
+
+    fn value_of(&self, span: &Span) -> &str {
+        &self.text[span.value..span.value + span.value_len]
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        self.spans.iter().position(|s| self.key_of(s) == key)
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.entries
+        self.spans
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+            .find(|s| self.key_of(s) == key)
+            .map(|s| self.value_of(s))
     }
 
     /// Sets `key` to `value`, replacing an existing value.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
         let key = key.into();
         let value = value.into();
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.entries.push((key, value)),
+        self.insert_str(&key, &value);
+    }
+
+    /// [`ExtFields::insert`] from borrowed text: copies into the shared buffer without an
+    /// intermediate `String` (what decoders and hot response paths use).
+    pub fn insert_str(&mut self, key: &str, value: &str) {
+        match self.position(key) {
+            Some(index) => {
+                let old = self.spans[index].value_len;
+                let at = self.text.len();
+                self.text.push_str(value);
+                let span = &mut self.spans[index];
+                span.value = at;
+                span.value_len = value.len();
+                self.dead += old;
+                self.maybe_compact();
+            }
+            None => {
+                let key_at = self.text.len();
+                self.text.push_str(key);
+                let value_at = self.text.len();
+                self.text.push_str(value);
+                self.spans.push(Span {
+                    key: key_at,
+                    key_len: key.len(),
+                    value: value_at,
+                    value_len: value.len(),
+                });
+            }
         }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let index = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(index).1)
+        let index = self.position(key)?;
+        let span = self.spans.remove(index);
+        let value = self.value_of(&span).to_owned();
+        self.dead += span.key_len + span.value_len;
+        self.maybe_compact();
+        Some(value)
+    }
+
+    /// Rewrites `text` without dead bytes once they dominate, so a map that is edited in
+    /// a loop stays bounded by its live contents.
+    fn maybe_compact(&mut self) {
+        if self.dead < EXT_FIELDS_COMPACT_MIN_DEAD || self.dead * 2 < self.text.len() {
+            return;
+        }
+        let mut text = String::with_capacity(self.text.len() - self.dead);
+        for span in &mut self.spans {
+            let key_at = text.len();
+            text.push_str(&self.text[span.key..span.key + span.key_len]);
+            let value_at = text.len();
+            text.push_str(&self.text[span.value..span.value + span.value_len]);
+            span.key = key_at;
+            span.value = value_at;
+        }
+        self.text = text;
+        self.dead = 0;
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.spans.is_empty()
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
-        self.entries.iter().any(|(k, _)| k == key)
+        self.position(key).is_some()
     }
 
     /// Entries in insertion order (the order they arrived in, or were inserted).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    pub fn iter(&self) -> ExtFieldsIter<'_> {
+        ExtFieldsIter {
+            text: &self.text,
+            spans: self.spans.iter(),
+        }
     }
 }
 
+/// Iterator over [`ExtFields`] entries in insertion order.
+#[derive(Clone)]
+pub struct ExtFieldsIter<'a> {
+    text: &'a str,
+    spans: std::slice::Iter<'a, Span>,
+}
+
+impl<'a> ExtFieldsIter<'a> {
+    fn entry(&self, s: &Span) -> (&'a str, &'a str) {
+        (
+            &self.text[s.key..s.key + s.key_len],
+            &self.text[s.value..s.value + s.value_len],
+        )
+    }
+}
+
+impl<'a> Iterator for ExtFieldsIter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.spans.next()?;
+        Some(self.entry(s))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.spans.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for ExtFieldsIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let s = self.spans.next_back()?;
+        Some(self.entry(s))
+    }
+}
+
+impl ExactSizeIterator for ExtFieldsIter<'_> {}
+
 impl<'a> IntoIterator for &'a ExtFields {
     type Item = (&'a str, &'a str);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, String)>,
-        fn(&'a (String, String)) -> (&'a str, &'a str),
-    >;
+    type IntoIter = ExtFieldsIter<'a>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.iter()
+    }
+}
+
+/// Equal when both hold the same entries in the same order (how the former vector of
+/// pairs compared); the buffer layout does not matter.
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl std::fmt::Debug for ExtFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let entries: Vec<(&str, &str)> = self.iter().collect();
+        f.debug_struct("ExtFields")
+            .field("entries", &entries)
+            .finish()
     }
 }
 
@@ -247,3 +393,72 @@ impl std::error::Error for HeaderDecodeError {}
 
 pub mod binary_header;
 pub mod json_header;
+
+#[cfg(test)]
+mod ext_fields_tests {
+    use super::ExtFields;
+
+    #[test]
+    fn replace_remove_and_order_behave_like_a_map() {
+        let mut f = ExtFields::new();
+        f.insert("a", "1");
+        f.insert_str("b", "2");
+        f.insert("c", String::from("3"));
+        f.insert("a", "one");
+        assert_eq!(f.get("a"), Some("one"), "a later insert replaces the value");
+        assert_eq!(f.len(), 3);
+        assert_eq!(
+            f.iter().collect::<Vec<_>>(),
+            vec![("a", "one"), ("b", "2"), ("c", "3")],
+            "a replaced key keeps its place"
+        );
+        assert_eq!(f.remove("b"), Some("2".to_string()));
+        assert_eq!(f.remove("b"), None);
+        assert!(!f.contains_key("b"));
+        assert_eq!(f.iter().rev().next(), Some(("c", "3")));
+        assert_eq!(f.iter().len(), 2);
+        let mut pairs = Vec::new();
+        for (k, v) in &f {
+            pairs.push(format!("{k}={v}"));
+        }
+        assert_eq!(pairs, vec!["a=one", "c=3"]);
+    }
+
+    #[test]
+    fn equality_ignores_buffer_layout_and_debug_lists_entries() {
+        let mut edited = ExtFields::new();
+        edited.insert("k", "old value that gets replaced");
+        edited.insert("k", "v");
+        edited.insert("gone", "x");
+        edited.remove("gone");
+        let fresh: ExtFields = [("k", "v")].into_iter().collect();
+        assert_eq!(edited, fresh);
+        let mut other_order = ExtFields::new();
+        other_order.insert("x", "1");
+        other_order.insert("y", "2");
+        let mut swapped = ExtFields::new();
+        swapped.insert("y", "2");
+        swapped.insert("x", "1");
+        assert_ne!(other_order, swapped, "order is part of equality, as before");
+        assert_eq!(
+            format!("{fresh:?}"),
+            r#"ExtFields { entries: [("k", "v")] }"#
+        );
+    }
+
+    #[test]
+    fn repeated_replacement_stays_bounded() {
+        let mut f = ExtFields::new();
+        f.insert("keep", "me");
+        for i in 0..10_000 {
+            f.insert_str("counter", &format!("value-{i:08}"));
+        }
+        assert_eq!(f.get("counter"), Some("value-00009999"));
+        assert_eq!(f.get("keep"), Some("me"));
+        assert!(
+            f.text.len() < 1024,
+            "dead bytes must be compacted away, buffer is {} bytes",
+            f.text.len()
+        );
+    }
+}

@@ -1,8 +1,9 @@
 """scenario.py — tiny helpers for Python conformance scenarios (stdlib only).
 
 Owns the scenario verdict protocol shared with run.py: a scenario prints `PASS <summary>` and
-exits 0, or prints `FAIL: <reason>` and exits 1. `run(body)` does that for a function body;
-`check(cond, msg)` fails it. A watchdog thread ends the process if the body hangs (a C++ client
+exits 0, or prints `FAIL: <reason>` and exits 1, or prints `SKIP: <reason>` and exits 77 (the
+behaviour is not there to test). `run(body)` does that for a function body; `check(cond, msg)`
+fails it, `skip(reason)` skips it. A watchdog thread ends the process if the body hangs (a C++ client
 call that never returns must not outlive the runner's timeout silently).
 """
 
@@ -17,6 +18,17 @@ from typing import Callable, List, Optional
 
 class CheckFailed(AssertionError):
     pass
+
+
+class SkipScenario(Exception):
+    pass
+
+
+SKIP_EXIT = 77
+
+
+def skip(reason: str) -> None:
+    raise SkipScenario(reason)
 
 
 def check(cond: object, msg: str) -> None:
@@ -48,6 +60,8 @@ def run(body: Callable[[List[Callable[[], None]]], Optional[str]], timeout: floa
         msg = f"PASS {summary or ''}".strip()
     except CheckFailed as e:
         msg, code = f"FAIL: {e}", 1
+    except SkipScenario as e:
+        msg, code = f"SKIP: {e}", SKIP_EXIT
     except Exception as e:  # a client exception is a failure with its text
         traceback.print_exc()
         msg, code = f"FAIL: {type(e).__name__}: {e}", 1

@@ -200,6 +200,54 @@ def _props(s: str) -> str:
     return _short(json.dumps(rm.parse_properties(s), ensure_ascii=False), 400)
 
 
+NOISE_CODES = {rm.HEART_BEAT, rm.UPDATE_CONSUMER_OFFSET, rm.UNREGISTER_CLIENT, rm.GET_CONSUMER_LIST_BY_GROUP,
+               rm.LOCK_BATCH_MQ, rm.UNLOCK_BATCH_MQ, rm.QUERY_CONSUMER_OFFSET, rm.GET_MAX_OFFSET}
+
+
+def _peek(c: Captured) -> Optional[Tuple[int, int, int, str]]:
+    """(code, opaque, flag, topic) of a captured frame, or None if undecodable."""
+    try:
+        word = struct.unpack(">I", c.raw[4:8])[0]
+        stype, hlen = word >> 24, word & 0xFFFFFF
+        f = rm.decode_frame(rm.encode_frame(c.raw[8:8 + hlen], b"", stype))
+    except (rm.ProtocolError, struct.error, ValueError):
+        return None
+    ext = f.ext
+    return f.code, f.opaque, f.flag, str(ext.get("b", ext.get("topic", "")))
+
+
+def quiet_filter(frames: List[Captured]) -> List[Captured]:
+    """Drop routine traffic for the printed excerpt: heartbeats, offset commits/queries, client
+    list and lock calls, message-trace sends, and pulls answered PULL_NOT_FOUND — with their
+    responses. wire.txt keeps everything."""
+    req: Dict[Tuple[str, int, int], Tuple[int, str]] = {}
+    resp_code: Dict[Tuple[str, int, int], int] = {}
+    peeks = []
+    for c in frames:
+        p = _peek(c)
+        peeks.append(p)
+        if p is None:
+            continue
+        key = (c.label, c.conn, p[1])
+        if p[2] & rm.FLAG_RESPONSE:
+            resp_code[key] = p[0]
+        else:
+            req[key] = (p[0], p[3])
+    out = []
+    for c, p in zip(frames, peeks):
+        if p is None:
+            out.append(c)
+            continue
+        key = (c.label, c.conn, p[1])
+        code, topic = req.get(key, (None, ""))
+        if code in NOISE_CODES or topic.startswith("rmq_sys_TRACE"):
+            continue
+        if code == rm.PULL_MESSAGE and resp_code.get(key) in (rm.PULL_NOT_FOUND, None):
+            continue
+        out.append(c)
+    return out
+
+
 def describe(frames: List[Captured], t0: float, limit_body: int = 300) -> List[str]:
     """One or more text lines per frame, in capture order."""
     try:
@@ -262,7 +310,7 @@ def describe(frames: List[Captured], t0: float, limit_body: int = 300) -> List[s
                         lines.append(f"            rec {m['topic']}/{m['queue_id']}@{m['queue_offset']} "
                                      f"phys={m['phys_offset']} sysFlag={m['sys_flag']} reconsume={m['reconsume_times']} "
                                      f"tags={p.get('TAGS')} keys={p.get('KEYS')} uniq={p.get('UNIQ_KEY')} "
-                                     f"body={_short(repr(m['body'][:80]), 90)}")
+                                     f"body={_body_text(m['body'], 80)!r}")
                 except Exception as e:  # noqa: BLE001 - show anything the decoder hits
                     lines.append(f"            pull body undecodable: {e}")
             elif body:

@@ -12,7 +12,7 @@ subscription function (then a real SQL92 scenario should be written for it).
 """
 
 import pyclient as pc
-from scenario import run
+from scenario import run, skip
 
 CANDIDATES = ("SubscribeWithType", "SubscribeSQL", "SubscribeSql92", "SetPushConsumerExpressionType",
               "SubscribeByExpression")
@@ -23,10 +23,8 @@ def body(cleanups):
     if found:
         raise AssertionError(f"librocketmq.so exports {found}: the C++ core may support SQL92 now; "
                              f"replace this scenario by a real SQL92 consumer test")
-    print("SKIP: the C++ 2.1 core's push consumer has no SQL92 subscription (C API Subscribe takes a "
-          "tag expression only); SQL92 is covered by sql92_filter_alions", flush=True)
-    import os
-    os._exit(77)
+    skip("the C++ 2.1 core's push consumer has no SQL92 subscription (C API Subscribe takes a "
+         "tag expression only); SQL92 is covered by sql92_filter_alions")
 
 
 if __name__ == "__main__":

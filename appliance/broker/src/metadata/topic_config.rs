@@ -558,7 +558,8 @@ mod tests {
     fn auto_create_from_template() {
         let c = config();
         let m = TopicConfigManager::new(&c, None);
-        let AutoCreate::Created(tc) = m.create_topic_in_send(true, "NewTopic", "TBW102", 4, 0) else {
+        let AutoCreate::Created(tc) = m.create_topic_in_send(true, "NewTopic", "TBW102", 4, 0)
+        else {
             panic!("should create")
         };
         assert_eq!(

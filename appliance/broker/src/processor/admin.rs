@@ -95,9 +95,7 @@ pub fn process(
         C::GetConsumerConnectionList => get_consumer_connection_list(ctx, request),
         C::GetProducerConnectionList => get_producer_connection_list(ctx, request),
         C::GetBrokerConfig => get_broker_config(ctx, request),
-        C::UpdateBrokerConfig => {
-            update_broker_config(ctx, request, &rc.peer_addr().to_string())
-        }
+        C::UpdateBrokerConfig => update_broker_config(ctx, request, &rc.peer_addr().to_string()),
         C::InvokeBrokerToResetOffset => invoke_broker_to_reset_offset(ctx, request),
         C::CleanExpiredConsumequeue => clean_expired_consume_queue(ctx, request),
         C::CleanUnusedTopic => clean_unused_topic(ctx, request),
@@ -1508,8 +1506,15 @@ mod tests {
         assert_eq!(r.code, ResponseCode::Success.code(), "{:?}", r.remark);
         let r = call(&ctx, RemotingCommand::request(26, 1));
         let text = std::str::from_utf8(&r.body).unwrap();
-        assert!(text.contains("autoCreateTopicEnable=false\n"), "GET shows the live value");
-        assert!(r.ext_fields.get("version").unwrap().contains("\"counter\":1"));
+        assert!(
+            text.contains("autoCreateTopicEnable=false\n"),
+            "GET shows the live value"
+        );
+        assert!(r
+            .ext_fields
+            .get("version")
+            .unwrap()
+            .contains("\"counter\":1"));
     }
 
     #[test]

@@ -693,33 +693,70 @@ fn put_response(
         tracing::warn!(status = result.status.name(), "send not stored");
         return response;
     }
-    let msg_id = if sizes.len() > 1 {
-        let mut joined = String::with_capacity(sizes.len() * 33);
-        let mut offset = result.wrote_offset;
-        for (i, size) in sizes.iter().enumerate() {
-            if i > 0 {
-                joined.push(',');
+    // This runs on the store's append thread for every send: the header is built from
+    // borrowed text into one pre-sized map, with the id and numbers formatted in scratch
+    // space, so the serialization point allocates only the map itself.
+    MSG_ID_SCRATCH.with(|scratch| {
+        let mut msg_id = scratch.borrow_mut();
+        msg_id.clear();
+        if sizes.len() > 1 {
+            let mut offset = result.wrote_offset;
+            for (i, size) in sizes.iter().enumerate() {
+                if i > 0 {
+                    msg_id.push(',');
+                }
+                id::write_offset_msg_id(&mut msg_id, &ctx.store_host, offset);
+                offset += *size as i64;
             }
-            id::write_offset_msg_id(&mut joined, &ctx.store_host, offset);
-            offset += *size as i64;
+        } else {
+            id::write_offset_msg_id(&mut msg_id, &ctx.store_host, result.wrote_offset);
         }
-        joined
-    } else {
-        id::encode_offset_msg_id(&ctx.store_host, result.wrote_offset)
-    };
-    let f = &mut response.ext_fields;
-    f.insert("msgId", msg_id);
-    f.insert("queueId", queue_id.to_string());
-    f.insert("queueOffset", result.queue_offset.to_string());
-    if let Some(u) = uniq_key {
-        f.insert("transactionId", u);
-    }
-    f.insert(keys::MSG_REGION, ctx.config.region_id.as_str());
-    f.insert(
-        keys::TRACE_ON,
-        if ctx.config.trace_on { "true" } else { "false" },
-    );
+        let region = ctx.config.region_id.as_str();
+        let f = &mut response.ext_fields;
+        *f = ringmq_remoting::ExtFields::with_capacities(
+            6,
+            msg_id.len() + region.len() + uniq_key.map_or(0, str::len) + 96,
+        );
+        f.insert_str("msgId", &msg_id);
+        let mut digits = [0u8; 20];
+        f.insert_str("queueId", decimal(&mut digits, i64::from(queue_id)));
+        f.insert_str("queueOffset", decimal(&mut digits, result.queue_offset));
+        if let Some(u) = uniq_key {
+            f.insert_str("transactionId", u);
+        }
+        f.insert_str(keys::MSG_REGION, region);
+        f.insert_str(
+            keys::TRACE_ON,
+            if ctx.config.trace_on { "true" } else { "false" },
+        );
+    });
     response
+}
+
+thread_local! {
+    /// Scratch for the offsetMsgId(s) of a send response (reused on whichever thread runs
+    /// the store's completion).
+    static MSG_ID_SCRATCH: RefCell<String> = RefCell::new(String::with_capacity(64));
+}
+
+/// `value` in decimal, formatted into `buf` (no allocation).
+fn decimal(buf: &mut [u8; 20], value: i64) -> &str {
+    let mut at = buf.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    // The bytes are ASCII digits and '-' by construction.
+    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 #[cfg(test)]
@@ -1001,6 +1038,14 @@ mod tests {
             run(&ctx2, r).command.code,
             ResponseCode::NoPermission.code()
         );
+    }
+
+    #[test]
+    fn decimal_formats_like_to_string() {
+        let mut buf = [0u8; 20];
+        for v in [0i64, 7, -1, 42, 1_234_567_890_123, i64::MAX, i64::MIN] {
+            assert_eq!(decimal(&mut buf, v), v.to_string());
+        }
     }
 
     #[test]

@@ -70,7 +70,7 @@ fn read_map(block: &[u8]) -> Result<ExtFields, HeaderDecodeError> {
         let value_len = cursor.length("extFields value")?;
         let value = cursor.utf8(value_len, "extFields value")?;
         if !key.is_empty() && !value.is_empty() {
-            fields.insert(key, value);
+            fields.insert_str(key, value);
         }
     }
     Ok(fields)

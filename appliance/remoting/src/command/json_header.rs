@@ -141,31 +141,46 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
     out.put_u8(b'"');
     let bytes = text.as_bytes();
     let mut clean_from = 0;
-    for (index, ch) in text.char_indices() {
-        let short = match ch {
-            '"' => Some(b'"'),
-            '\\' => Some(b'\\'),
-            '\u{8}' => Some(b'b'),
-            '\t' => Some(b't'),
-            '\n' => Some(b'n'),
-            '\u{c}' => Some(b'f'),
-            '\r' => Some(b'r'),
+    let mut index = 0;
+    // Walks bytes, not chars: the characters to escape are all ASCII except U+0080..U+009F
+    // (UTF-8 `C2 80..C2 9F`) and U+2028/U+2029 (`E2 80 A8`/`E2 80 A9`), so other non-ASCII
+    // bytes are copied with their run like printable ASCII.
+    while index < bytes.len() {
+        let b = bytes[index];
+        let (unit, width): (u32, usize) = match b {
+            b'"' | b'\\' | 0x00..=0x1f | 0x7f => (u32::from(b), 1),
+            0xC2 if matches!(bytes.get(index + 1), Some(0x80..=0x9f)) => {
+                (u32::from(bytes[index + 1]), 2)
+            }
+            0xE2 if bytes.get(index + 1) == Some(&0x80)
+                && matches!(bytes.get(index + 2), Some(0xA8 | 0xA9)) =>
+            {
+                (0x2000 | u32::from(bytes[index + 2] & 0x3f), 3)
+            }
+            _ => {
+                index += 1;
+                continue;
+            }
+        };
+        out.put_slice(&bytes[clean_from..index]);
+        index += width;
+        clean_from = index;
+        let short = match unit {
+            0x22 => Some(b'"'),
+            0x5c => Some(b'\\'),
+            0x08 => Some(b'b'),
+            0x09 => Some(b't'),
+            0x0a => Some(b'n'),
+            0x0c => Some(b'f'),
+            0x0d => Some(b'r'),
             _ => None,
         };
-        let needs_unicode =
-            matches!(ch, '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}');
-        if short.is_none() && !needs_unicode {
-            continue;
-        }
-        out.put_slice(&bytes[clean_from..index]);
-        clean_from = index + ch.len_utf8();
         match short {
             Some(letter) => {
                 out.put_u8(b'\\');
                 out.put_u8(letter);
             }
             None => {
-                let unit = ch as u32;
                 out.put_slice(b"\\u");
                 for shift in [12u32, 8, 4, 0] {
                     out.put_u8(HEX_UPPER[((unit >> shift) & 0xF) as usize]);
@@ -434,7 +449,9 @@ impl<'a> Reader<'a> {
             return Ok(ExtFields::new());
         }
         self.expect(b'{', "extFields must be a JSON object")?;
-        let mut fields = ExtFields::with_capacity(EXT_FIELDS_CAPACITY);
+        // Every key and value fits in what is left of the header: one text allocation.
+        let mut fields =
+            ExtFields::with_capacities(EXT_FIELDS_CAPACITY, self.buf.len() - self.pos);
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -447,7 +464,7 @@ impl<'a> Reader<'a> {
             self.expect(b':', "expected ':' after an extFields key")?;
             self.skip_ws();
             match self.scalar()? {
-                Scalar::Text(value) => fields.insert(key.into_owned(), value.into_owned()),
+                Scalar::Text(value) => fields.insert_str(&key, &value),
                 // JSON null is an absent value; a later duplicate null removes an earlier
                 // value, as putting null into Java's map would.
                 Scalar::Null => {
