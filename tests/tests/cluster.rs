@@ -548,7 +548,7 @@ fn tag_filter_on_pull_and_sql92_refused_when_disabled() {
             p.send_with(&m, &q).await.expect("send");
         }
     });
-    let got = raw_pull_to_end(&c, &topic, "A || B", "TAG", 30);
+    let got = raw_pull_to_end(&c, &topic, "A || C", "TAG", 30);
     let bodies: Vec<String> = got
         .iter()
         .map(|m| String::from_utf8_lossy(&m.body).into_owned())
@@ -908,7 +908,7 @@ fn consume_later_comes_back_through_retry_topic() {
         );
         let gap = retry.at.duration_since(first.at);
         assert!(
-            gap >= Duration::from_millis(30_000),
+            gap >= Duration::from_millis(3_000),
             "retry after {gap:?}, before delay level 3 (3 s)"
         );
     }

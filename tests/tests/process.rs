@@ -299,8 +299,8 @@ fn sigkill_leaves_abort_file_and_next_start_recovers() {
     c.broker().sigkill();
     c.broker = None;
     assert!(
-        !c.abort_file().exists(),
-        "SIGKILL leaves the abort file for the next start (broken on purpose)"
+        c.abort_file().exists(),
+        "SIGKILL leaves the abort file for the next start"
     );
     // The dead broker's io_uring still holds its listener for a moment (see
     // `immediate_restart_after_sigkill_binds_the_same_port`); restart once it is gone.

@@ -519,10 +519,13 @@ impl Admin {
         &self,
         broker_addr: &str,
         config: &BTreeMap<String, String>,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         let req = RemotingCommand::request(RequestCode::UpdateBrokerConfig.code(), 0)
             .with_body(Self::properties_body(config));
-        self.call(broker_addr, req).await.map(|_| ())
+        // The remark says which keys only take effect after a restart.
+        self.call(broker_addr, req)
+            .await
+            .map(|r| r.remark.filter(|r| !r.is_empty()))
     }
 
     /// `GET_ALL_TOPIC_CONFIG` (21), unpaged.

@@ -186,6 +186,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct OpIndex {
     /// Half offset → queue offset of the op record that ended it.
     removed: HashMap<i64, i64>,
+    /// The same for half offsets behind the half progress: only immunity copies (which name
+    /// the offset of the message they copy) look these up.
+    removed_earlier: HashMap<i64, i64>,
     /// Op record → half offsets of it not consumed yet.
     pending: HashMap<i64, HashSet<i64>>,
     /// Op records with nothing left to consume.
@@ -207,6 +210,7 @@ impl OpIndex {
     fn new(from: i64) -> Self {
         Self {
             removed: HashMap::new(),
+            removed_earlier: HashMap::new(),
             pending: HashMap::new(),
             done: Vec::new(),
             next_offset: from,
@@ -257,6 +261,8 @@ impl OpIndex {
                     if half_offset >= min_half {
                         self.removed.insert(half_offset, op_offset);
                         members.insert(half_offset);
+                    } else {
+                        self.removed_earlier.insert(half_offset, op_offset);
                     }
                 }
             } else {
@@ -293,16 +299,16 @@ impl OpIndex {
     }
 
     /// For an immunity copy: whether the original half offset was ended; its op record counts
-    /// as consumed then.
+    /// as consumed then. Upstream only finds op records read in the same round as the original
+    /// offset; a producer usually ends the transaction after the copy was made, so the earlier
+    /// offsets are looked up too.
     fn consume_original(&mut self, original_half_offset: i64) -> bool {
-        match self.removed.remove(&original_half_offset) {
-            Some(op_offset) => {
-                self.pending.remove(&op_offset);
-                self.done.push(op_offset);
-                true
-            }
-            None => false,
+        if let Some(op_offset) = self.removed.remove(&original_half_offset) {
+            self.pending.remove(&op_offset);
+            self.done.push(op_offset);
+            return true;
         }
+        self.removed_earlier.remove(&original_half_offset).is_some()
     }
 
     /// The op progress: `from` moved past the contiguous run of done op records.

@@ -504,6 +504,51 @@ fn check_max_discards_into_the_check_max_time_topic() {
 }
 
 #[test]
+fn inside_check_immunity_the_message_is_kept_until_its_producer_ends_it() {
+    let (ctx, store) = test_context(BrokerConfig::default());
+    let producer = FakeChannel::new(10);
+    register_producer(&ctx, &producer);
+    let half = send_half(
+        &ctx,
+        "TopicTx",
+        0,
+        "CHECK_IMMUNITY_TIME_IN_SECONDS\u{1}60\u{2}",
+        10_000,
+    );
+    let svc = checker(&ctx, 15);
+    let out = round(&svc);
+    assert_eq!((out.immunity_copies, out.checked), (1, 0), "{out:?}");
+    let copies = records(&store, TRANS_HALF_TOPIC, 0);
+    assert_eq!(copies.len(), 2);
+    let (_, p) = props_of(&copies[1]);
+    assert_eq!(
+        properties::find(&p, keys::TRAN_PREPARED_QUEUE_OFFSET),
+        Some("0"),
+        "the copy names the original offset"
+    );
+    // The producer commits the original within its immunity.
+    let resp = run(&ctx, end_request(&half, TRANSACTION_COMMIT_TYPE, false));
+    assert_eq!(resp.command.code, 0, "{:?}", resp.command.remark);
+    let out = round(&svc);
+    assert_eq!(
+        (out.done, out.immunity_copies, out.checked),
+        (1, 0, 0),
+        "{out:?}"
+    );
+    assert!(checks_sent(&producer).is_empty());
+    assert_eq!(
+        store.max_offset_in_queue(TRANS_HALF_TOPIC, 0),
+        2,
+        "no more copies"
+    );
+    assert_eq!(
+        ctx.offsets
+            .query_offset(TRANS_CHECK_GROUP, TRANS_OP_HALF_TOPIC, 0),
+        Some(1)
+    );
+}
+
+#[test]
 fn without_a_live_producer_the_copy_waits_for_the_next_round() {
     let (ctx, store) = test_context(BrokerConfig::default());
     send_half(&ctx, "TopicTx", 0, "", 10_000);

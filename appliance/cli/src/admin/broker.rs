@@ -150,6 +150,14 @@ pub async fn get_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
     Ok(())
 }
 
+/// mqadmin's success line, plus the broker's remark (e.g. "takes effect after restart").
+fn update_success_line(addr: &str, remark: Option<&str>) -> String {
+    match remark {
+        Some(remark) => format!("update broker config success, {addr} ({remark})"),
+        None => format!("update broker config success, {addr}"),
+    }
+}
+
 pub async fn update_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     let key = m.get("key").unwrap_or_default().to_string();
     let value = m.get("value").unwrap_or_default().to_string();
@@ -160,16 +168,16 @@ pub async fn update_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
     config.insert(key.clone(), value.clone());
     let mut done = Vec::new();
     if let Some(addr) = m.get("brokerAddr") {
-        ctx.admin.update_broker_config(addr, &config).await.br()?;
-        out.line(format!("update broker config success, {addr}"));
+        let remark = ctx.admin.update_broker_config(addr, &config).await.br()?;
+        out.line(update_success_line(addr, remark.as_deref()));
         done.push(addr.to_string());
     } else if let Some(cluster) = m.get("clusterName") {
         let addrs = if m.has("updateAllBroker") { ctx.masters_and_slaves(cluster).await? } else { ctx.masters(cluster).await? };
         let mut failed = Vec::new();
         for addr in &addrs {
             match ctx.admin.update_broker_config(addr, &config).await {
-                Ok(()) => {
-                    out.line(format!("update broker config success, {addr}"));
+                Ok(remark) => {
+                    out.line(update_success_line(addr, remark.as_deref()));
                     done.push(addr.clone());
                 }
                 Err(e) => {
