@@ -18,9 +18,9 @@ pub mod register;
 pub mod retry;
 pub mod schedule;
 pub mod store_api;
-pub mod transaction;
 #[cfg(test)]
 mod test_support;
+pub mod transaction;
 
 pub use broker::{Broker, BrokerError};
 pub use config::BrokerConfig;

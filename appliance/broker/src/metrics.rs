@@ -1220,21 +1220,40 @@ pub fn render_exposition(ctx: &crate::context::BrokerContext) -> String {
     ctx.metrics.render(&gauges)
 }
 
-/// Where the broker's metrics endpoint listens: `ringmq.metricsPort` (0 = off, the
-/// default), else upstream's `metricsExporterType=PROM` with `metricsPromExporterHost` /
+/// Where the broker's metrics endpoint listens: `ringmq.metricsPort` when above 0, else
+/// upstream's `metricsExporterType=PROM` with `metricsPromExporterHost` /
 /// `metricsPromExporterPort` (default 5557). Returns an error text for an unusable value.
 pub fn endpoint_addr(
     config: &crate::config::BrokerConfig,
 ) -> Result<Option<std::net::SocketAddr>, String> {
-    let extra = |k: &str| config.extra.get(k).map(|v| v.trim().to_string());
+    // Read from the unmodelled keys or, once config.rs models a key, from its entries, so
+    // this keeps working whichever way the key is declared.
+    let entries = config.entries();
+    let extra = |k: &str| {
+        config
+            .extra
+            .get(k)
+            .cloned()
+            .or_else(|| {
+                entries
+                    .iter()
+                    .find(|(e, _)| *e == k)
+                    .map(|(_, v)| v.clone())
+            })
+            .map(|v| v.trim().to_string())
+    };
     let host = extra("metricsPromExporterHost")
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "0.0.0.0".to_string());
-    let port = match extra("ringmq.metricsPort") {
+    let own_port = match extra("ringmq.metricsPort") {
         Some(p) => p
             .parse::<u16>()
             .map_err(|_| format!("ringmq.metricsPort={p:?} is not a port number"))?,
-        None if extra("metricsExporterType").is_some_and(|t| t.eq_ignore_ascii_case("PROM")) => {
+        None => 0,
+    };
+    let port = match own_port {
+        p if p > 0 => p,
+        _ if extra("metricsExporterType").is_some_and(|t| t.eq_ignore_ascii_case("PROM")) => {
             match extra("metricsPromExporterPort") {
                 Some(p) => p
                     .parse::<u16>()
@@ -1242,7 +1261,7 @@ pub fn endpoint_addr(
                 None => 5557,
             }
         }
-        None => 0,
+        _ => 0,
     };
     if port == 0 {
         return Ok(None);
@@ -1468,7 +1487,10 @@ mod tests {
         assert_eq!(endpoint_addr(&c), Ok(None));
         c.extra.insert("metricsExporterType".into(), "PROM".into());
         assert_eq!(endpoint_addr(&c), Ok(Some("0.0.0.0:5557".parse().unwrap())));
+        // 0 is "not set": upstream's PROM exporter settings still apply.
         c.extra.insert("ringmq.metricsPort".into(), "0".into());
+        assert_eq!(endpoint_addr(&c), Ok(Some("0.0.0.0:5557".parse().unwrap())));
+        c.extra.remove("metricsExporterType");
         assert_eq!(endpoint_addr(&c), Ok(None));
         c.extra.insert("ringmq.metricsPort".into(), "9999".into());
         c.extra

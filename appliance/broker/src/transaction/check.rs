@@ -6,16 +6,17 @@
 //!    queue (the queue minimum when none), corrected into the queues' ranges.
 //! 2. Read op records (32 at a time) into "half offset → op offset"; an op record whose offsets
 //!    all lie behind the half progress is done at once.
-//! 3. For each half offset in order: one with an op record is consumed. Otherwise the half
-//!    message is discarded into `TRANS_CHECK_MAX_TIME_TOPIC` when it was checked
-//!    `transactionCheckMax` times or is older than `fileReservedTime`; the round stops at a
-//!    message stored after the round began or younger than `transactionTimeOut` (later messages
-//!    are younger still); messages with `CHECK_IMMUNITY_TIME_IN_SECONDS` still inside their
-//!    immunity are re-appended with `TRAN_PREPARED_QUEUE_OFFSET` so they are looked at again
-//!    later. A message due for a check is re-appended as a copy with `TRANSACTION_CHECK_TIMES`
-//!    + 1 and CHECK_TRANSACTION_STATE is sent for the copy to a live producer of its `PGROUP`
-//!    (none alive: the copy waits for the next round). When op records were still being read,
-//!    more are read first: the message's op record may just be further on.
+//! 3. For each half offset in order: one with an op record is consumed. Otherwise the round
+//!    stops at a message stored after the round began or younger than `transactionTimeOut`
+//!    (later messages are younger still); the half message is discarded into
+//!    `TRANS_CHECK_MAX_TIME_TOPIC` when it was checked `transactionCheckMax` times or is older
+//!    than `fileReservedTime`; messages with `CHECK_IMMUNITY_TIME_IN_SECONDS` still inside
+//!    their immunity are re-appended with `TRAN_PREPARED_QUEUE_OFFSET` so they are looked at
+//!    again later. A message due for a check is re-appended as a copy with one more
+//!    `TRANSACTION_CHECK_TIMES`, and CHECK_TRANSACTION_STATE is sent for the copy to a live
+//!    producer of its `PGROUP` (none alive: the copy waits for the next round). When op
+//!    records were still being read, more are read first: the message's op record may just be
+//!    further on.
 //! 4. Commit the half progress (first unprocessed offset) and the op progress (past the
 //!    contiguous run of fully consumed op records).
 //!
