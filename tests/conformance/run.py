@@ -38,11 +38,14 @@ prints the decoded frames (last --capture-lines of them; all in <tmp>/wire.txt).
 
 The ringmq binary: $RINGMQ_BIN, else target/release/ringmq, else target/debug/ringmq (repo root).
 Only the processes this runner started are stopped, by their own pid (a client program is run in
-its own session and that session's process group is killed on timeout).
+its own session and that session's process group is killed on timeout). The temp dir of a failed
+scenario is kept for inspection, minus its store files over 8 MiB (pre-allocated CommitLog
+segments would fill the disk after a few failures); --keep keeps everything, also for passes.
 
 Output: `ok <name>`, `skip <name>: <reason>` or `FAIL <name>: <reason>` (then process logs,
 client output and captured frames), and as the last line exactly
-`N passed, N failed, N skipped`. Exit status 1 if anything failed.
+`N passed, N failed, N skipped`. Exit status 1 if anything failed. ERROR or panic lines in the
+ringmq logs of a passing scenario are shown under its `ok` line, indented and prefixed `!`.
 Usage: python3 tests/conformance/run.py [-k SUBSTR]... [--list] [--keep] [-v] [--capture]
        [--capture-lines N] [--bin PATH] [--dir DIR]
 Install the clients first: bash tests/conformance/install.sh
@@ -128,6 +131,8 @@ class Run:
     frames: List["wireproxy.Captured"] = field(default_factory=list)
     t0: float = field(default_factory=time.time)
     ctl_log: List[str] = field(default_factory=list)
+    log_errors: List[str] = field(default_factory=list)   # ERROR / panic lines of ringmq's logs
+    dropped_store: int = 0      # bytes of big store files deleted from a kept failure directory
     skipped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -519,9 +524,51 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
         with run.lock:
             for proc in reversed(run.procs):
                 stop_proc(proc)
+        run.log_errors = scan_log_errors(run)
         if (ok or run.skipped) and not keep:
             shutil.rmtree(tmp, ignore_errors=True)
+        elif not keep:
+            run.dropped_store = drop_big_store_files(os.path.join(tmp, "data"))
     return ok, reason, run
+
+
+def drop_big_store_files(data_dir: str, limit: int = 8 * 1024 * 1024) -> int:
+    """Delete store files above `limit` bytes (pre-allocated CommitLog segments: 64 MiB-1 GiB each)
+    from a kept failure directory, so failures do not fill the disk; --keep keeps everything.
+    Returns the number of bytes freed."""
+    freed = 0
+    for root, _dirs, files in os.walk(data_dir):
+        for name in files:
+            p = os.path.join(root, name)
+            try:
+                size = os.path.getsize(p)
+                if size > limit:
+                    os.remove(p)
+                    freed += size
+            except OSError:
+                pass
+    return freed
+
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def scan_log_errors(run: Run, limit: int = 5) -> List[str]:
+    """ERROR-level and panic lines from the ringmq processes' logs (shown even for passing
+    scenarios: a broker can pass a scenario while logging that something went wrong)."""
+    out: List[str] = []
+    for label in ("namesrv", "broker"):
+        path = os.path.join(run.tmp, f"{label}.log")
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            plain = ANSI_RE.sub("", line)
+            if " ERROR " in plain or "panicked at" in plain:
+                out.append(f"{label}: {plain.strip()[:300]}")
+    return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
 
 
 def start_capture(run: Run, env: Dict[str, str]) -> None:
@@ -610,7 +657,9 @@ def print_failure_details(run: Run, capture_lines: int = CAPTURE_LINES) -> None:
         block(f"wire capture: {len(frames)} frames through the proxies", head + "\n".join(shown))
     elif run.scenario.needs:
         print("    (re-run with --capture to see the frames exchanged)")
-    print(f"    (scenario files kept in {run.tmp})")
+    dropped = (f"; store files over 8 MiB ({run.dropped_store // (1024 * 1024)} MiB) deleted, --keep keeps them"
+               if run.dropped_store else "")
+    print(f"    (scenario files kept in {run.tmp}{dropped})")
 
 
 # ---- main --------------------------------------------------------------------------------
@@ -657,6 +706,8 @@ def main() -> int:
                 note = (f" (marked 'expect: unsupported: {sc.expect_unsupported}' but passes now: "
                         f"remove the mark)") if sc.expect_unsupported else ""
                 print(f"ok {sc.name}{note}", flush=True)
+                for e in run.log_errors:
+                    print(f"    ! {e}")
                 if args.verbose and run.client_output.strip():
                     for line in run.client_output.rstrip().splitlines():
                         print(f"    | {line}")

@@ -265,7 +265,9 @@ fn invoke(client: &RemotingClient, addr: &str, req: RemotingCommand) -> Remoting
 /// also after a topic change triggers a re-registration.
 #[test]
 fn broker_registers_and_routes_stay_after_topic_changes() {
-    let c = Cluster::start("");
+    // Re-register every second (ringmq's floor) so the waits below span several
+    // periodic registrations too.
+    let c = Cluster::start("registerNameServerPeriod=1000");
     let ns = c.namesrv_addr();
     assert_eq!(
         route_brokers(&ns, "TBW102").expect("TBW102 route"),
@@ -649,17 +651,59 @@ fn long_poll_wakes_on_arrival_and_times_out_with_not_found() {
         "held pull woke {lag:?} after the send"
     );
 
+    // A held pull filtering on TagA ignores a TagB arrival and wakes for TagA.
+    let (t, a) = (topic.clone(), addr.clone());
+    let puller = std::thread::spawn(move || {
+        let client = block_on(async { RemotingClient::new(ClientConfig::default()) });
+        let r = block_on(raw_pull(
+            &client, &a, "CG_lp", &t, 0, 1, "TagA", "TAG", 10_000,
+        ));
+        (r.map(|r| (r.code, r.messages)), Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(1_000));
+    let q0 = QueueSelector::Queue(mq(&c, &topic, 0));
+    block_on(
+        p.send_with(
+            &Message::new(&topic, "not for you")
+                .with_tags("TagB")
+                .unwrap(),
+            &q0,
+        ),
+    )
+    .expect("send TagB");
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(
+        !puller.is_finished(),
+        "a held TagA pull was answered by a TagB arrival"
+    );
+    let sent_at = Instant::now();
+    let r = block_on(p.send_with(
+        &Message::new(&topic, "for you").with_tags("TagA").unwrap(),
+        &q0,
+    ))
+    .expect("send TagA");
+    let (answer, answered_at) = puller.join().expect("puller thread");
+    let (code, msgs) = answer.expect("pull answered");
+    assert_eq!(code, 0, "held TagA pull finds the TagA message");
+    let ids: Vec<&str> = msgs.iter().map(|m| m.msg_id.as_str()).collect();
+    assert_eq!(ids, vec![r.msg_id.as_str()], "only the TagA message");
+    let lag = answered_at.saturating_duration_since(sent_at);
+    assert!(
+        lag < Duration::from_millis(1_000),
+        "woke {lag:?} after the TagA send"
+    );
+
     // Nothing arrives: PULL_NOT_FOUND after the suspend timeout (upstream checks held
     // requests every 5 s, so allow that much beyond the timeout).
     let client = block_on(async { RemotingClient::new(ClientConfig::default()) });
     let start = Instant::now();
     let r = block_on(raw_pull(
-        &client, &addr, "CG_lp", &topic, 0, 1, "*", "TAG", 2_000,
+        &client, &addr, "CG_lp", &topic, 0, 3, "*", "TAG", 2_000,
     ))
     .expect("answer");
     let took = start.elapsed();
     assert_eq!(r.code, 19, "PULL_NOT_FOUND after the hold: {}", r.remark);
-    assert_eq!(r.next_begin_offset, 1);
+    assert_eq!(r.next_begin_offset, 3);
     assert!(
         took >= Duration::from_millis(1_900),
         "answered after {took:?}, before the 2 s suspend timeout"
@@ -826,6 +870,7 @@ fn push_consumers_rebalance_and_consume_each_message_once() {
     );
     // Give duplicates a chance to show up before judging.
     std::thread::sleep(Duration::from_millis(2_000));
+    let log_handle = log.clone();
     let log = log.lock().unwrap().clone();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for d in &log {
@@ -841,8 +886,61 @@ fn push_consumers_rebalance_and_consume_each_message_once() {
             "consumer {who} got nothing"
         );
     }
-    c1.shutdown();
+
+    // A member leaves (committing first): the other takes over all queues and carries
+    // on from the committed offsets, still without duplicates.
     c2.shutdown();
+    wait_until(
+        "the remaining member owns every queue",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            let a1 = topic_queues(&c1);
+            if a1 == (0..8).collect::<Vec<i32>>() {
+                Ok(())
+            } else {
+                Err(format!("c1 {a1:?}"))
+            }
+        },
+    );
+    block_on(async {
+        for i in N..N + 100 {
+            let r = p
+                .send(&Message::new(&topic, format!("m{i}")))
+                .await
+                .expect("send");
+            sent.insert(r.msg_id);
+        }
+    });
+    let all_log = log_handle.clone();
+    wait_until(
+        "messages after the leave consumed",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let n = all_log.lock().unwrap().len();
+            if n >= N + 100 {
+                Ok(())
+            } else {
+                Err(format!("{n}/{}", N + 100))
+            }
+        },
+    );
+    std::thread::sleep(Duration::from_millis(1_500));
+    let log = all_log.lock().unwrap().clone();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in &log {
+        *counts.entry(d.msg_id.as_str()).or_default() += 1;
+    }
+    let dups: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dups.is_empty(), "consumed more than once: {dups:?}");
+    let consumed: BTreeSet<String> = counts.keys().map(|s| s.to_string()).collect();
+    assert_eq!(consumed, sent, "consumed exactly the sent messages");
+    assert!(
+        log[N..].iter().all(|d| d.consumer == 1),
+        "only the remaining member consumes after the leave"
+    );
+    c1.shutdown();
 }
 
 #[test]
@@ -1009,6 +1107,15 @@ fn send_back_past_group_retry_max_times_goes_to_dlq() {
         assert_eq!(m.property("RETRY_TOPIC"), Some(topic.as_str()));
     }
     assert_eq!(dead.reconsume_times, 3);
+    // ORIGIN_MESSAGE_ID: the first hop's offsetMsgId, carried over on later hops.
+    for m in [&r1, &r2, &dead] {
+        assert_eq!(
+            m.property("ORIGIN_MESSAGE_ID"),
+            Some(original.offset_msg_id.as_str()),
+            "ORIGIN_MESSAGE_ID of reconsume {}",
+            m.reconsume_times
+        );
+    }
     std::thread::sleep(Duration::from_millis(1_500));
     let a = admin(&c);
     assert_eq!(

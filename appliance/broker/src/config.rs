@@ -344,7 +344,7 @@ impl BrokerConfig {
     pub fn apply(&mut self, key: &str, value: &str, notes: &mut Vec<String>) {
         match self.set_known(key, value) {
             Ok(true) => {}
-            Ok(false) if crate::disk_store::is_store_key(key, value) => {
+            Ok(false) if crate::disk_store::is_store_key(key, value) || is_read_elsewhere(key) => {
                 self.extra.insert(key.to_string(), value.to_string());
             }
             Ok(false) => {
@@ -576,6 +576,22 @@ pub(crate) fn escape_properties(text: &str, is_key: bool) -> String {
     out
 }
 
+/// Keys kept in `extra` and read by the part of the broker that owns them (the metrics
+/// endpoint, the transaction check service, the network core map), so they are neither
+/// "unused" nor typos.
+pub(crate) fn is_read_elsewhere(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        "ringmq.metricsPort",
+        "metricsExporterType",
+        "metricsPromExporterHost",
+        "metricsPromExporterPort",
+        "transactionTimeOut",
+        "transactionCheckMax",
+        "transactionCheckInterval",
+    ];
+    KEYS.contains(&key) || key.starts_with("ringmq.cores.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,3 +675,4 @@ mod tests {
         assert_eq!(parse_delay_levels("2d").unwrap(), vec![172_800_000]);
     }
 }
+

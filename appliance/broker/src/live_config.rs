@@ -63,8 +63,6 @@ pub const LIVE_KEYS: &[&str] = &[
 pub const FIXED_BLACK_LIST: [&str; 3] = ["brokerConfigPath", "rocketmqHome", "configBlackList"];
 
 /// ringmq's own broker keys that live in `BrokerConfig::extra` (read at start).
-const RINGMQ_EXTRA_KEYS: &[&str] = &["ringmq.metricsPort"];
-
 /// When an accepted key takes effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
@@ -444,7 +442,7 @@ fn apply_key(c: &mut BrokerConfig, key: &str, value: &str) -> Result<Effect, Upd
     let effect = match store::StoreConfig::default().apply_property(key, value) {
         Ok(true) => Effect::AfterRestart,
         Err(e) => return Err(invalid(e.to_string())),
-        Ok(false) if RINGMQ_EXTRA_KEYS.contains(&key) => Effect::AfterRestart,
+        Ok(false) if crate::config::is_read_elsewhere(key) => Effect::AfterRestart,
         Ok(false) if UPSTREAM_KEYS.binary_search(&key).is_ok() => Effect::Unused,
         Ok(false) => {
             return Err(invalid(

@@ -172,6 +172,7 @@ pub fn up(args: &[String]) -> ExitCode {
     let mut data_dir = PathBuf::from("ringmq-data");
     let mut namesrv_port: u16 = 9876;
     let mut broker_port: u16 = 10911;
+    let mut metrics_port: u16 = 0;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let value = it.next();
@@ -182,11 +183,13 @@ pub fn up(args: &[String]) -> ExitCode {
             }
             ("--namesrv-port", Some(v)) => v.parse().map(|p| namesrv_port = p).map_err(|_| ()),
             ("--broker-port", Some(v)) => v.parse().map(|p| broker_port = p).map_err(|_| ()),
+            ("--metrics-port", Some(v)) => v.parse().map(|p| metrics_port = p).map_err(|_| ()),
             _ => Err(()),
         };
         if parsed.is_err() {
             return fail(format!(
-                "up: bad option {arg:?}; options: --data DIR, --namesrv-port N, --broker-port N"
+                "up: bad option {arg:?}; options: --data DIR, --namesrv-port N, --broker-port N, \
+                 --metrics-port N"
             ));
         }
     }
@@ -202,7 +205,7 @@ pub fn up(args: &[String]) -> ExitCode {
     let broker_text = format!(
         "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
          listenPort={broker_port}\nnamesrvAddr=127.0.0.1:{namesrv_port}\n\
-         storePathRootDir={}\nautoCreateTopicEnable=true\n",
+         storePathRootDir={}\nautoCreateTopicEnable=true\nringmq.metricsPort={metrics_port}\n",
         data_dir.join("store").display()
     );
     let (namesrv_config, _) = NamesrvConfig::from_properties_text(&namesrv_text);

@@ -330,8 +330,10 @@ struct Control {
 }
 
 impl Control {
+    /// Checked once per request, so it reads a flag, not the clock: each worker thread
+    /// runs [`deadline_watch`], which raises `stop` when the deadline passes.
     fn running(&self) -> bool {
-        !self.stop.load(Ordering::Relaxed) && Instant::now() < self.deadline
+        !self.stop.load(Ordering::Relaxed)
     }
 
     /// Claims `n` messages; false once the message limit is reached.
@@ -629,6 +631,16 @@ async fn reporter(
     }
 }
 
+/// Raises `control.stop` at the run's deadline (one timer per worker thread instead of a
+/// clock read per request).
+async fn deadline_watch(control: Arc<Control>) {
+    let left = control.deadline.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        compio::time::sleep(left).await;
+    }
+    control.stop.store(true, Ordering::Relaxed);
+}
+
 /// Marks the worker finished and ships its final snapshot.
 fn finish(stats: &Stats, done: &Cell<bool>, id: usize, tx: &mpsc::Sender<(usize, Snapshot)>) {
     done.set(true);
@@ -653,6 +665,7 @@ fn producer_thread(
         }
     };
     rt.block_on(async move {
+        compio::runtime::spawn(deadline_watch(control.clone())).detach();
         let connections = share(args.connections, args.threads, thread_no).max(1);
         let producer = Producer::new(ProducerConfig {
             group: args
@@ -817,6 +830,7 @@ fn consumer_thread(
         }
     };
     rt.block_on(async move {
+        compio::runtime::spawn(deadline_watch(control.clone())).detach();
         let consumer = PullConsumer::new(PullConsumerConfig {
             group: args
                 .group

@@ -456,7 +456,10 @@ impl Producer {
         prepared: Prepared,
     ) -> Result<SendResult> {
         let budget = Duration::from_millis(self.inner.config.send_timeout_ms);
-        let deadline = Instant::now() + budget;
+        // One monotonic clock read serves the budget, the route's freshness and the first
+        // attempt's request deadline (clock reads were ~5% of the load generator's CPU).
+        let started = Instant::now();
+        let deadline = started + budget;
         let attempts = match selector {
             QueueSelector::Queue(_) => 1,
             _ => 1 + self.inner.config.retry_times,
@@ -473,7 +476,15 @@ impl Producer {
             if remaining.is_zero() {
                 break;
             }
-            let route = self.publish_route(topic).await?;
+            let cached = if attempt == 0 {
+                self.inner.routes.cached_fresh(topic, started)
+            } else {
+                None
+            };
+            let route = match cached {
+                Some(route) => route,
+                None => self.publish_route(topic).await?,
+            };
             let mq = self.select(&route, selector, last_broker.as_deref())?;
             let Some(addr) = route.master_addr(&mq.broker_name) else {
                 last_err = Some(no_master(&mq));
@@ -481,7 +492,13 @@ impl Producer {
                 continue;
             };
             let req = self.build_request(code, &mq, &prepared, born_ms);
-            match self.inner.client.invoke(addr, req, remaining).await {
+            let sent = if attempt == 0 {
+                self.inner.client.invoke_until(addr, req, deadline, budget)
+                    .await
+            } else {
+                self.inner.client.invoke(addr, req, remaining).await
+            };
+            match sent {
                 Ok(resp) => match SendStatus::from_code(resp.code) {
                     Some(status) => return send_result(status, addr, code, mq, &prepared, resp),
                     None if is_retryable_send_code(resp.code) => {

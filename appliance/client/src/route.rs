@@ -196,6 +196,14 @@ impl RouteCache {
         Err(last_err.expect("at least one name server tried"))
     }
 
+    /// The cached route of `topic` if it is younger than the TTL at `now` (a clock read the
+    /// caller already made): the per-message fast path of [`RouteCache::route`].
+    pub fn cached_fresh(&self, topic: &str, now: Instant) -> Option<Rc<TopicRoute>> {
+        let routes = self.routes.borrow();
+        let (at, route) = routes.get(topic)?;
+        (now.saturating_duration_since(*at) < self.ttl).then(|| route.clone())
+    }
+
     /// The cached route of `topic`, fetched when absent or older than the TTL. When a
     /// refresh fails but a stale route exists, the stale route is kept (brokers rarely move).
     pub async fn route(&self, topic: &str) -> Result<Rc<TopicRoute>> {

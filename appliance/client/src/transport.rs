@@ -267,6 +267,20 @@ impl Conn {
         timeout: Duration,
         encode: impl FnOnce(&mut BytesMut),
     ) -> Result<RemotingCommand> {
+        self.request_until(opaque, request_code, Instant::now() + timeout, timeout, encode)
+            .await
+    }
+
+    /// [`Conn::request_with`] with the deadline already computed (`timeout` is what the
+    /// timeout error reports): saves a clock read on per-message paths.
+    pub(crate) async fn request_until(
+        self: &Rc<Self>,
+        opaque: i32,
+        request_code: i32,
+        deadline: Instant,
+        timeout: Duration,
+        encode: impl FnOnce(&mut BytesMut),
+    ) -> Result<RemotingCommand> {
         SlotAcquire {
             conn: self,
             registered: false,
@@ -288,7 +302,7 @@ impl Conn {
             pending.insert(
                 opaque,
                 Pending {
-                    deadline: Instant::now() + timeout,
+                    deadline,
                     request_code,
                     timeout_ms: timeout.as_millis() as u64,
                     state: PendingState::Waiting(None),
@@ -696,6 +710,26 @@ impl RemotingClient {
     ) -> Result<RemotingCommand> {
         let conn = self.connection(addr).await?;
         conn.request(self.next_opaque(), request, timeout).await
+    }
+
+    /// [`RemotingClient::invoke`] with an absolute `deadline` the caller computed from a
+    /// clock read it already made (`timeout` is what a timeout error reports).
+    pub async fn invoke_until(
+        &self,
+        addr: &str,
+        mut request: RemotingCommand,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        let conn = self.connection(addr).await?;
+        let opaque = self.next_opaque();
+        request.opaque = opaque;
+        if request.serialize_type != conn.serialize_type {
+            request.serialize_type = conn.serialize_type;
+        }
+        let code = request.code;
+        conn.request_until(opaque, code, deadline, timeout, move |buf| request.encode(buf))
+            .await
     }
 
     /// [`RemotingClient::invoke`] with the configured default timeout.

@@ -35,6 +35,9 @@ pub struct ExtFields {
     /// Bytes of `text` no span refers to any more (replaced or removed entries); the
     /// buffer is compacted once they outweigh the live bytes.
     dead: usize,
+    /// One bit per key hash (a 64-bit Bloom filter): a key whose bit is clear is absent
+    /// without scanning, which is every insert while a header is being decoded.
+    bloom: u64,
 }
 
 /// Where one entry's key and value sit in `ExtFields::text`.
@@ -42,8 +45,26 @@ pub struct ExtFields {
 struct Span {
     key: usize,
     key_len: usize,
+    /// The key's first 8 bytes (zero-padded): lookups compare this word before the text,
+    /// so the one-letter keys of SEND_MESSAGE_V2 never reach a `memcmp`.
+    key_head: u64,
     value: usize,
     value_len: usize,
+}
+
+fn key_head(key: &str) -> u64 {
+    // A byte loop, not `copy_from_slice`: a variable-length copy becomes a `memcpy` call,
+    // which costs more than the whole lookup for one-letter keys.
+    let mut head = 0u64;
+    for (i, &b) in key.as_bytes().iter().take(8).enumerate() {
+        head |= u64::from(b) << (8 * i);
+    }
+    head
+}
+
+/// The Bloom bit of a key with first-8-bytes `head` and length `len`.
+fn bloom_bit(head: u64, len: usize) -> u64 {
+    1 << ((head ^ len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
 }
 
 /// Dead bytes tolerated before a compaction is considered (keeps the rare replace cheap).
@@ -65,6 +86,7 @@ impl ExtFields {
             text: String::with_capacity(text_bytes),
             spans: Vec::with_capacity(entries),
             dead: 0,
+            bloom: 0,
         }
     }
 
@@ -76,14 +98,28 @@ impl ExtFields {
         &self.text[span.value..span.value + span.value_len]
     }
 
+    fn matches(&self, span: &Span, key: &str, head: u64) -> bool {
+        span.key_len == key.len()
+            && span.key_head == head
+            && (key.len() <= 8 || self.key_of(span) == key)
+    }
+
     fn position(&self, key: &str) -> Option<usize> {
-        self.spans.iter().position(|s| self.key_of(s) == key)
+        let head = key_head(key);
+        if self.bloom & bloom_bit(head, key.len()) == 0 {
+            return None;
+        }
+        self.spans.iter().position(|s| self.matches(s, key, head))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
+        let head = key_head(key);
+        if self.bloom & bloom_bit(head, key.len()) == 0 {
+            return None;
+        }
         self.spans
             .iter()
-            .find(|s| self.key_of(s) == key)
+            .find(|s| self.matches(s, key, head))
             .map(|s| self.value_of(s))
     }
 
@@ -113,9 +149,12 @@ impl ExtFields {
                 self.text.push_str(key);
                 let value_at = self.text.len();
                 self.text.push_str(value);
+                let head = key_head(key);
+                self.bloom |= bloom_bit(head, key.len());
                 self.spans.push(Span {
                     key: key_at,
                     key_len: key.len(),
+                    key_head: head,
                     value: value_at,
                     value_len: value.len(),
                 });
@@ -139,7 +178,9 @@ impl ExtFields {
             return;
         }
         let mut text = String::with_capacity(self.text.len() - self.dead);
+        self.bloom = 0;
         for span in &mut self.spans {
+            self.bloom |= bloom_bit(span.key_head, span.key_len);
             let key_at = text.len();
             text.push_str(&self.text[span.key..span.key + span.key_len]);
             let value_at = text.len();
@@ -444,6 +485,26 @@ mod ext_fields_tests {
             format!("{fresh:?}"),
             r#"ExtFields { entries: [("k", "v")] }"#
         );
+    }
+
+    #[test]
+    fn many_keys_and_long_keys_are_found() {
+        let mut f = ExtFields::new();
+        for i in 0..300 {
+            f.insert_str(&format!("key-with-a-long-common-prefix-{i}"), &i.to_string());
+            f.insert_str(&format!("{i}"), "short");
+        }
+        for i in 0..300 {
+            let long = format!("key-with-a-long-common-prefix-{i}");
+            assert_eq!(f.get(&long), Some(i.to_string().as_str()));
+            assert_eq!(f.get(&format!("{i}")), Some("short"));
+            assert_eq!(f.get(&format!("{long}x")), None);
+        }
+        assert_eq!(f.len(), 600);
+        assert_eq!(f.get("absent"), None);
+        assert_eq!(f.remove("key-with-a-long-common-prefix-7"), Some("7".into()));
+        assert_eq!(f.get("key-with-a-long-common-prefix-7"), None);
+        assert_eq!(f.get("key-with-a-long-common-prefix-8"), Some("8"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use crate::commit_log::AllocatorHandle;
 use crate::config::FlushDiskType;
 use crate::direct::DirectRing;
+use crate::error::StoreError;
 use crate::flush::{FlushMsg, Waiter};
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 use crate::store::Shared;
@@ -49,7 +50,13 @@ pub(crate) struct AppendStage {
     ring: Option<Arc<DirectRing>>,
     last_store_timestamp_ms: i64,
     lock_hold_us: hdrhistogram::Histogram<u64>,
+    /// Failed CommitLog writes not yet reported, and when the last report went out.
+    write_errors: u64,
+    last_write_error_log: Option<Instant>,
 }
+
+/// Least time between two log lines about failed CommitLog writes.
+const WRITE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 impl AppendStage {
     pub fn new(
@@ -73,6 +80,8 @@ impl AppendStage {
             last_store_timestamp_ms: 0,
             lock_hold_us: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2)
                 .expect("histogram bounds"),
+            write_errors: 0,
+            last_write_error_log: None,
             rx,
             shared,
         }
@@ -229,14 +238,35 @@ impl AppendStage {
         }
     }
 
-    fn write(&mut self, data: &[u8]) {
+    /// Copies `data` to the current write offset: into the write ring (direct mode), or with
+    /// pwrite into the active segment's page cache (mmap mode; see
+    /// `MappedFile::write_through` for why not through the mapping). Does not advance
+    /// `wrote`; on error nothing past `wrote` is published and the next put overwrites it.
+    fn write(&mut self, data: &[u8]) -> Result<(), StoreError> {
         match (&self.ring, &self.active) {
             (Some(ring), _) => {
                 ring.write(self.wrote, data);
+                Ok(())
             }
-            (None, Some(a)) => a.write_at(self.wrote - a.from_offset(), data),
+            (None, Some(a)) => a.write_through(self.wrote - a.from_offset(), data),
             (None, None) => unreachable!("append without an active segment"),
         }
+    }
+
+    /// Logs a failed CommitLog write: the first at once, then at most one line per
+    /// [`WRITE_ERROR_LOG_INTERVAL`] with the count in between (a full or failing disk fails
+    /// every put).
+    fn write_failed(&mut self, e: &StoreError) -> PutResult {
+        self.write_errors += 1;
+        let due = self
+            .last_write_error_log
+            .is_none_or(|t| t.elapsed() >= WRITE_ERROR_LOG_INTERVAL);
+        if due {
+            tracing::error!(error = %e, offset = self.wrote, failed_puts = self.write_errors, "CommitLog write failed; put refused");
+            self.write_errors = 0;
+            self.last_write_error_log = Some(Instant::now());
+        }
+        PutResult::failed(PutMessageStatus::UnknownError)
     }
 
     fn append(&mut self, mut req: PutRequest, now: i64) -> PutResult {
@@ -262,7 +292,9 @@ impl AppendStage {
             let mut blank = [0u8; BLANK_RECORD_SIZE];
             record::encode_blank(remaining as i32, &mut blank);
             self.wait_ring_room(BLANK_RECORD_SIZE as u64);
-            self.write(&blank);
+            if let Err(e) = self.write(&blank) {
+                return self.write_failed(&e);
+            }
             self.wrote += remaining;
             if let Err(e) = self.roll() {
                 tracing::error!(error = %e, offset = self.wrote, "CommitLog roll-over failed");
@@ -308,7 +340,9 @@ impl AppendStage {
             n += 1;
         }
         self.wait_ring_room(len);
-        self.write(&req.records);
+        if let Err(e) = self.write(&req.records) {
+            return self.write_failed(&e);
+        }
         self.wrote += len;
         if uses_queue_offset {
             match self.topic_queue_table.get_mut(req.topic.as_str()) {

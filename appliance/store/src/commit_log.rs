@@ -5,7 +5,7 @@
 
 use crate::direct::DirectRing;
 use crate::error::StoreError;
-use crate::mapped_file::{list_offset_files, offset_file_name, MappedFile};
+use crate::mapped_file::{list_offset_files, offset_file_name, MapMode, MappedFile, Prepare};
 use bytes::Bytes;
 use ringmq_remoting::message::record::{self, BLANK_MAGIC};
 use std::path::{Path, PathBuf};
@@ -60,7 +60,12 @@ impl CommitLog {
                     ),
                 });
             }
-            files.push(Arc::new(MappedFile::open(&path, off, file_size)?));
+            files.push(Arc::new(MappedFile::open(
+                &path,
+                off,
+                file_size,
+                MapMode::ReadOnly,
+            )?));
         }
         for w in files.windows(2) {
             if w[1].from_offset() != w[0].from_offset() + file_size {
@@ -179,34 +184,74 @@ impl CommitLog {
         offset + self.file_size - offset % self.file_size
     }
 
-    /// `len` readable bytes at `offset`, not crossing a segment end. Zero-copy in mmap
-    /// mode; unflushed direct-mode bytes are copied from the write ring.
+    /// `len` readable bytes at `offset`, not crossing a segment end. Zero-copy from the
+    /// mapping in mmap mode; in direct mode bytes the write ring still holds are copied from
+    /// it (recent bytes never cost a disk read) and older ones come from the mapping.
     pub fn read(&self, offset: u64, len: usize) -> Option<Bytes> {
         let end = offset.checked_add(len as u64)?;
         if end > self.max_offset() || len == 0 {
             return None;
-        }
-        if let Some(ring) = self.ring.get() {
-            // Pages at or past floor_page(flushed) may still be rewritten by O_DIRECT; never
-            // fault them in through the mapping (a cached copy would go stale and the
-            // kernel reports the collision as EIO), serve them from the ring instead.
-            let safe = self.flushed_offset() / crate::mapped_file::OS_PAGE_SIZE
-                * crate::mapped_file::OS_PAGE_SIZE;
-            if end > safe {
-                return ring.read(
-                    offset,
-                    len,
-                    || self.flushed_offset(),
-                    self.segment_for(offset),
-                );
-            }
         }
         let seg = self.segment_for(offset)?;
         let pos = offset - seg.from_offset();
         if pos + len as u64 > seg.size() {
             return None;
         }
+        if let Some(ring) = self.ring.get() {
+            // Pages at or past floor_page(flushed) may still be rewritten by O_DIRECT; never
+            // fault them in through the mapping (a cached copy would go stale and the
+            // kernel reports the collision as EIO). The ring holds all of them.
+            if ring.holds_any_before(end) {
+                let mut buf = vec![0u8; len];
+                let file_end = ring.read_into(offset, &mut buf);
+                let k = (file_end - offset) as usize;
+                if k > 0 {
+                    buf[..k].copy_from_slice(seg.slice(pos, k));
+                }
+                return Some(Bytes::from(buf));
+            }
+        }
         Some(seg.slice_bytes(pos, len))
+    }
+
+    /// `len` readable bytes at `offset` (not crossing a segment end) for a reader that
+    /// parses them in place and keeps nothing: borrowed from the mapping in mmap mode,
+    /// copied into `scratch` in direct mode. Used by the reput stage to take records a
+    /// chunk at a time; a direct-mode chunk that left the ring is read from the disk in
+    /// large requests instead of one page fault at a time.
+    pub(crate) fn read_span<'a>(
+        &self,
+        offset: u64,
+        len: usize,
+        scratch: &'a mut Vec<u8>,
+    ) -> Option<Span<'a>> {
+        let end = offset.checked_add(len as u64)?;
+        if end > self.max_offset() || len == 0 {
+            return None;
+        }
+        let seg = self.segment_for(offset)?;
+        let pos = offset - seg.from_offset();
+        if pos + len as u64 > seg.size() {
+            return None;
+        }
+        if let Some(ring) = self.ring.get() {
+            if ring.holds_any_before(end) {
+                if scratch.len() < len {
+                    scratch.resize(len, 0);
+                }
+                let out = &mut scratch[..len];
+                let file_end = ring.read_into(offset, out);
+                let k = (file_end - offset) as usize;
+                if k > 0 {
+                    seg.will_need(pos, k as u64);
+                    out[..k].copy_from_slice(seg.slice(pos, k));
+                }
+                return Some(Span::Copied(out));
+            }
+            // Wholly on disk: the segment is advised random, so read it in one request.
+            seg.will_need(pos, len as u64);
+        }
+        Some(Span::Mapped { seg, pos, len })
     }
 
     /// Reads the whole record at `offset` (None for BLANK, bad sizes, unreadable ranges).
@@ -226,11 +271,66 @@ impl CommitLog {
     }
 }
 
+/// Bytes returned by [`CommitLog::read_span`].
+pub(crate) enum Span<'a> {
+    /// In the segment's mapping (kept mapped by the `Arc`).
+    Mapped {
+        seg: Arc<MappedFile>,
+        pos: u64,
+        len: usize,
+    },
+    /// Copied into the caller's scratch buffer.
+    Copied(&'a [u8]),
+}
+
+impl Span<'_> {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Span::Mapped { seg, pos, len } => seg.slice(*pos, *len),
+            Span::Copied(b) => b,
+        }
+    }
+}
+
 /// Result the allocator hands back: the file or a description of why it failed.
 pub(crate) type Allocated = (u64, Result<Arc<MappedFile>, String>);
 
-/// Background allocator: creates, reserves and pre-faults the next CommitLog segment
-/// before the append stage needs it, so roll-over never creates a file on the append path.
+/// How new CommitLog segments are made (fixed for the store's lifetime).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegmentSpec {
+    pub file_size: u64,
+    /// `warmMapedFileEnable`: zero the blocks on disk before use ([`Prepare::Warm`]).
+    pub warm: bool,
+    /// Direct write mode: the new segment is the active one, whose pages O_DIRECT still
+    /// rewrites, so reads through its mapping must not read around.
+    pub direct: bool,
+}
+
+/// Creates the CommitLog segment starting at `offset` in `dir`, positions at 0. Used by
+/// the allocator thread and, for the first segment, by `MessageStore::open`.
+pub(crate) fn create_segment(
+    dir: &Path,
+    offset: u64,
+    spec: SegmentSpec,
+) -> Result<Arc<MappedFile>, StoreError> {
+    let path = dir.join(offset_file_name(offset));
+    let prepare = if spec.warm {
+        Prepare::Warm
+    } else {
+        Prepare::Reserve
+    };
+    let f = MappedFile::create(&path, offset, spec.file_size, prepare, MapMode::ReadOnly)?;
+    if spec.direct {
+        f.advise_random();
+    }
+    f.set_wrote(0);
+    f.set_flushed(0);
+    Ok(Arc::new(f))
+}
+
+/// Background allocator: creates and reserves (and with `warmMapedFileEnable` zero-fills)
+/// the next CommitLog segment before the append stage needs it, so roll-over never
+/// creates a file on the append path.
 pub(crate) struct AllocatorHandle {
     req_tx: SyncSender<u64>,
     resp_rx: Receiver<Allocated>,
@@ -243,32 +343,15 @@ pub(crate) struct AllocatorHandle {
 const ALLOCATOR_QUEUE_BOUND: usize = 2;
 
 impl AllocatorHandle {
-    /// Starts the allocator thread for segments in `dir`. `random_access` (direct mode)
-    /// disables read-ahead on new mappings so reads of flushed bytes never pull in a page
-    /// O_DIRECT is still rewriting.
-    pub fn start(
-        dir: PathBuf,
-        file_size: u64,
-        prefault: bool,
-        random_access: bool,
-    ) -> (Self, std::thread::JoinHandle<()>) {
+    /// Starts the allocator thread for segments in `dir`.
+    pub fn start(dir: PathBuf, spec: SegmentSpec) -> (Self, std::thread::JoinHandle<()>) {
         let (req_tx, req_rx) = mpsc::sync_channel::<u64>(ALLOCATOR_QUEUE_BOUND);
         let (resp_tx, resp_rx) = mpsc::sync_channel::<Allocated>(ALLOCATOR_QUEUE_BOUND);
         let handle = std::thread::Builder::new()
             .name("ringmq-allocate".into())
             .spawn(move || {
                 while let Ok(offset) = req_rx.recv() {
-                    let path = dir.join(offset_file_name(offset));
-                    let res = MappedFile::create(&path, offset, file_size, prefault)
-                        .map(|f| {
-                            if random_access {
-                                f.advise_random();
-                            }
-                            f.set_wrote(0);
-                            f.set_flushed(0);
-                            Arc::new(f)
-                        })
-                        .map_err(|e| e.to_string());
+                    let res = create_segment(&dir, offset, spec).map_err(|e| e.to_string());
                     if let Err(e) = &res {
                         tracing::error!(error = %e, "allocating CommitLog segment failed");
                     }
@@ -283,7 +366,7 @@ impl AllocatorHandle {
                 req_tx,
                 resp_rx,
                 pending: Default::default(),
-                file_size,
+                file_size: spec.file_size,
             },
             handle,
         )

@@ -92,8 +92,12 @@ pub struct StoreConfig {
     pub flush_core: Option<usize>,
     /// Core to pin the reput stage to.
     pub reput_core: Option<usize>,
-    /// ringmq: fault new CommitLog segments in ahead of use (background allocator).
-    pub prefault_mapped_file: bool,
+    /// `warmMapedFileEnable`: zero each new CommitLog segment's blocks on disk before use
+    /// (in the background allocator, O_DIRECT). Off by default as upstream: a new segment
+    /// is only reserved (fallocate), which writes nothing; on, every segment costs its
+    /// size in device writes once, and SYNC_FLUSH syncs then overwrite written blocks
+    /// instead of converting unwritten extents (no journal commit per sync).
+    pub warm_mapped_file_enable: bool,
     /// ringmq: bound of the producer → append stage queue (requests). A full queue answers
     /// OS_PAGE_CACHE_BUSY rather than blocking the producer's core.
     pub put_queue_capacity: usize,
@@ -150,7 +154,7 @@ impl Default for StoreConfig {
             append_core: None,
             flush_core: None,
             reput_core: None,
-            prefault_mapped_file: true,
+            warm_mapped_file_enable: false,
             put_queue_capacity: 16 * 1024,
             append_batch_max_requests: 1024,
             append_batch_max_bytes: 1024 * 1024,
@@ -294,9 +298,7 @@ impl StoreConfig {
                 self.access_message_in_memory_max_ratio = num(v, bad)?
             }
             "maxFilterMessageSize" => self.max_filter_message_size = num(v, bad)?,
-            "warmMapedFileEnable" => {
-                self.prefault_mapped_file = boolean(v, bad)? || self.prefault_mapped_file
-            }
+            "warmMapedFileEnable" => self.warm_mapped_file_enable = boolean(v, bad)?,
             "ringmq.cores.append" => self.append_core = Some(num(v, bad)?),
             "ringmq.cores.flush" => self.flush_core = Some(num(v, bad)?),
             "ringmq.cores.reput" => self.reput_core = Some(num(v, bad)?),
@@ -355,6 +357,11 @@ mod tests {
             Ok(true)
         );
         assert_eq!(c.mapped_file_size_consume_queue_units, 300_000);
+        assert!(!c.warm_mapped_file_enable);
+        assert_eq!(c.apply_property("warmMapedFileEnable", "true"), Ok(true));
+        assert!(c.warm_mapped_file_enable);
+        assert_eq!(c.apply_property("warmMapedFileEnable", "false"), Ok(true));
+        assert!(!c.warm_mapped_file_enable, "false turns warming off again");
         assert_eq!(c.apply_property("brokerName", "x"), Ok(false));
         assert!(c.apply_property("maxMessageSize", "lots").is_err());
     }

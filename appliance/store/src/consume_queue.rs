@@ -6,7 +6,7 @@
 //! queues lives here too.
 
 use crate::error::StoreError;
-use crate::mapped_file::{list_offset_files, offset_file_name, MappedFile};
+use crate::mapped_file::{list_offset_files, offset_file_name, MapMode, MappedFile, Prepare};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -107,8 +107,16 @@ impl ConsumeQueue {
             }
         }
         let mut files = Vec::new();
-        for (off, path) in listed {
-            files.push(Arc::new(MappedFile::open(&path, off, file_size)?));
+        let n = listed.len();
+        for (i, (off, path)) in listed.into_iter().enumerate() {
+            let f = MappedFile::open(&path, off, file_size, MapMode::ReadWrite)?;
+            // As for new files (the last one is appended to); the files `recover` scans are
+            // read in first in large requests, which still yields 4 KiB pages.
+            f.advise_random();
+            if i + 3 >= n {
+                f.will_need(0, file_size);
+            }
+            files.push(Arc::new(f));
         }
         *cq.files.write().unwrap_or_else(|p| p.into_inner()) = files;
         cq.recover();
@@ -247,7 +255,16 @@ impl ConsumeQueue {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io("create_dir", &self.dir, e))?;
         let path = self.dir.join(offset_file_name(logic_byte_offset));
-        let f = MappedFile::create(&path, logic_byte_offset, self.file_size, false)?;
+        let f = MappedFile::create(
+            &path,
+            logic_byte_offset,
+            self.file_size,
+            Prepare::Reserve,
+            MapMode::ReadWrite,
+        )?;
+        // Written through the mapping: keep its page cache in 4 KiB pages (see
+        // `MappedFile::advise_random`) so a flush writes back only the units' pages.
+        f.advise_random();
         f.set_wrote(0);
         f.set_flushed(0);
         let f = Arc::new(f);

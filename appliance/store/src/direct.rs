@@ -9,8 +9,14 @@
 //!
 //! Ring discipline: the writer may write global position `p` only while
 //! `p < floor_page(flushed) + ring_size`, so the bytes of `[floor_page(flushed), max)` are
-//! always intact in the ring. A reader that copies from the ring re-reads from the file any
-//! prefix that fell below `floor_page(flushed)` during its copy (that prefix is on disk).
+//! always intact in the ring. Older bytes stay in the ring too until the writer comes
+//! round again: before each write the writer publishes `reserved` (the end of what it is
+//! about to write), and a byte `g >= base` is intact while `g + ring_size >= reserved`.
+//! Readers (consumers and, above all, the reput stage, which reads every record right
+//! after its flush) therefore copy recent bytes from the ring and never go to the disk for
+//! them; a reader re-reads from the file only the prefix the writer may have overwritten
+//! during its copy, and the discipline puts that prefix below `floor_page(flushed)`, i.e.
+//! on disk and never rewritten.
 
 use crate::error::StoreError;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
@@ -20,6 +26,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Largest single write submitted (bounds one SQE's transfer).
@@ -35,6 +42,11 @@ fn floor_page(v: u64) -> u64 {
 pub struct DirectRing {
     ptr: NonNull<u8>,
     size: u64,
+    /// Lowest global offset the ring has ever held (the page the log resumed at); bytes
+    /// below it were never copied in.
+    base: AtomicU64,
+    /// End of the furthest write the writer has started (published before the bytes).
+    reserved: AtomicU64,
 }
 
 // SAFETY: plain anonymous memory. The append stage is the only writer and writes only ring
@@ -67,7 +79,42 @@ impl DirectRing {
         }
         let ptr = NonNull::new(ptr as *mut u8)
             .ok_or_else(|| StoreError::Config("null write ring".into()))?;
-        Ok(DirectRing { ptr, size })
+        Ok(DirectRing {
+            ptr,
+            size,
+            base: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
+        })
+    }
+
+    /// Positions an empty ring at global `offset` (startup, before any reader or write).
+    pub(crate) fn start_at(&self, offset: u64) {
+        self.base.store(offset, Ordering::Relaxed);
+        self.reserved.store(offset, Ordering::Release);
+    }
+
+    /// Publishes that bytes up to `end` are about to be written: from now on a reader
+    /// treats the ring slots of `[.., end - size)` as overwritten.
+    fn reserve(&self, end: u64) {
+        if end > self.reserved.load(Ordering::Relaxed) {
+            self.reserved.store(end, Ordering::Relaxed);
+        }
+        // Orders the store above before the byte stores that follow (seqlock writer side;
+        // pairs with the Acquire fence in `read_into`).
+        fence(Ordering::Release);
+    }
+
+    /// First global offset whose ring copy is intact right now.
+    fn intact_from(&self) -> u64 {
+        let reserved = self.reserved.load(Ordering::Acquire);
+        self.base
+            .load(Ordering::Relaxed)
+            .max(reserved.saturating_sub(self.size))
+    }
+
+    /// Whether any of `[.., end)` may be served from the ring.
+    pub(crate) fn holds_any_before(&self, end: u64) -> bool {
+        end > self.intact_from()
     }
 
     pub fn size(&self) -> u64 {
@@ -81,6 +128,7 @@ impl DirectRing {
     /// Copies `data` to global offset `offset` (append stage only; caller keeps the ring
     /// discipline).
     pub(crate) fn write(&self, offset: u64, data: &[u8]) {
+        self.reserve(offset + data.len() as u64);
         let mut done = 0usize;
         while done < data.len() {
             let pos = (offset + done as u64) % self.size;
@@ -101,6 +149,7 @@ impl DirectRing {
     pub(crate) fn zero_to_page_end(&self, offset: u64) {
         let end = offset.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
         if end > offset {
+            self.reserve(end);
             let pos = offset % self.size;
             // SAFETY: a page never straddles the ring end (size is page-aligned), so
             // `[pos, pos + (end-offset))` is in bounds; single writer.
@@ -144,24 +193,22 @@ impl DirectRing {
         }
     }
 
-    /// A copy of `len` bytes at `offset`, repaired from the segment for any prefix that was
-    /// flushed and possibly overwritten during the copy.
-    pub(crate) fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        flushed: impl Fn() -> u64,
-        seg: Option<Arc<MappedFile>>,
-    ) -> Option<bytes::Bytes> {
-        let mut buf = vec![0u8; len];
-        self.copy_out(offset, &mut buf);
-        let safe_from = floor_page(flushed());
-        if safe_from > offset {
-            let seg = seg?;
-            let k = (safe_from.min(offset + len as u64) - offset) as usize;
-            buf[..k].copy_from_slice(seg.slice(offset - seg.from_offset(), k));
+    /// Copies the bytes of global `[offset, offset + out.len())` that the ring still holds
+    /// into `out` and returns the end of the prefix it could not vouch for: the caller reads
+    /// `[offset, returned)` from the file (it is on disk, see the module doc). Returns
+    /// `offset` when everything came from the ring. The caller never asks past the
+    /// published max offset.
+    pub(crate) fn read_into(&self, offset: u64, out: &mut [u8]) -> u64 {
+        let end = offset + out.len() as u64;
+        let from = offset.max(self.intact_from()).min(end);
+        if from < end {
+            let skip = (from - offset) as usize;
+            self.copy_out(from, &mut out[skip..]);
         }
-        Some(bytes::Bytes::from(buf))
+        // Seqlock reader side: the copy above happens before the re-check of `reserved`,
+        // so any slot the writer started to overwrite during the copy is seen as lost.
+        fence(Ordering::Acquire);
+        offset.max(self.intact_from()).min(end)
     }
 }
 

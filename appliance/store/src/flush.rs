@@ -228,7 +228,7 @@ pub(crate) fn run_worker(
             flush_mapped(&shared, from, job.target)
         };
         if result.is_ok() && job.target > from {
-            mark_segments_flushed(&shared, from, job.target);
+            mark_segments_flushed(&shared, from, job.target, direct.is_some());
             shared.log.set_flushed_offset(job.target);
             if sync {
                 shared.wake_reput();
@@ -264,7 +264,7 @@ fn flush_mapped(shared: &Shared, from: u64, to: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn mark_segments_flushed(shared: &Shared, from: u64, to: u64) {
+fn mark_segments_flushed(shared: &Shared, from: u64, to: u64, direct: bool) {
     let mut off = from;
     while off < to {
         let Some(seg) = shared.log.segment_for(off) else {
@@ -272,6 +272,11 @@ fn mark_segments_flushed(shared: &Shared, from: u64, to: u64) {
         };
         let end = to.min(seg.from_offset() + seg.size());
         seg.set_flushed(end - seg.from_offset());
+        if direct && end == seg.from_offset() + seg.size() {
+            // Complete on disk: O_DIRECT never touches its pages again, so reads of it
+            // (consumers far behind) may read around again.
+            seg.advise_normal();
+        }
         off = end;
     }
 }

@@ -6,7 +6,7 @@
 //! lock is short and almost never contended.
 
 use crate::error::StoreError;
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{MapMode, MappedFile, Prepare};
 use crate::util::{java_hash, local_time_file_name};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -57,7 +57,16 @@ impl IndexFile {
         prev_end_ts: i64,
         prev_end_phy: i64,
     ) -> Result<Self, StoreError> {
-        let mf = MappedFile::create(path, 0, Self::file_size(slot_num, index_num), false)?;
+        let mf = MappedFile::create(
+            path,
+            0,
+            Self::file_size(slot_num, index_num),
+            Prepare::Reserve,
+            MapMode::ReadWrite,
+        )?;
+        // Hash slots are updated at random through the mapping: 4 KiB pages keep each flush
+        // to the pages that changed (see `MappedFile::advise_random`).
+        mf.advise_random();
         let mut f = IndexFile {
             mf: Arc::new(mf),
             slot_num,
@@ -74,7 +83,13 @@ impl IndexFile {
     }
 
     fn open(path: &Path, slot_num: u32, index_num: u32) -> Result<Self, StoreError> {
-        let mf = MappedFile::open(path, 0, Self::file_size(slot_num, index_num))?;
+        let mf = MappedFile::open(
+            path,
+            0,
+            Self::file_size(slot_num, index_num),
+            MapMode::ReadWrite,
+        )?;
+        mf.advise_random();
         let h = mf.slice(0, INDEX_HEADER_SIZE as usize).to_vec();
         Ok(IndexFile {
             mf: Arc::new(mf),

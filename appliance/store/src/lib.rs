@@ -23,6 +23,7 @@ pub mod flush;
 pub mod index;
 pub mod mapped_file;
 pub mod recovery;
+pub mod refusal;
 pub mod reput;
 pub mod retention;
 pub mod store;
@@ -35,6 +36,7 @@ pub(crate) mod test_util;
 pub use config::{FlushDiskType, StoreConfig, WriteMode};
 pub use config_file::{load_config_file, write_config_file_atomic};
 pub use error::StoreError;
+pub use refusal::RefusalLog;
 pub use store::{ArrivalListener, MessageStore};
 pub use types::{
     AcceptAll, ArrivalEvent, Boundary, GetMessageResult, GetMessageStatus, MessageFilter,

@@ -48,6 +48,7 @@ pub struct MappedFile {
     flushed: AtomicU64,
     /// Unlinked by retention; further reads are refused.
     removed: AtomicBool,
+    mode: MapMode,
 }
 
 // SAFETY: the mapping is plain shared memory; all mutation goes through `write_at`, whose
@@ -66,14 +67,31 @@ impl std::fmt::Debug for MappedFile {
     }
 }
 
-fn map(file: &File, path: &Path, size: u64) -> Result<NonNull<u8>, StoreError> {
+/// How a file's mapping may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapMode {
+    /// Read-only mapping; the file is written with pwrite ([`MappedFile::write_through`]).
+    /// CommitLog segments: a store through a shared mapping dirties the whole page-cache
+    /// folio behind the page (up to 2 MiB on ext4 since 6.16), and the next sync writes
+    /// all of it back; mapping them read-only makes such a store impossible (a fault).
+    ReadOnly,
+    /// Read-write mapping, written with [`MappedFile::write_at`] (ConsumeQueue, index: small
+    /// writes, advised random so their page cache stays in 4 KiB pages).
+    ReadWrite,
+}
+
+fn map(file: &File, path: &Path, size: u64, mode: MapMode) -> Result<NonNull<u8>, StoreError> {
+    let prot = match mode {
+        MapMode::ReadOnly => libc::PROT_READ,
+        MapMode::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+    };
     // SAFETY: mapping a file we opened read-write, of the length we sized it to; the result
     // is checked against MAP_FAILED before use.
     let ptr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             size as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
+            prot,
             libc::MAP_SHARED,
             file.as_raw_fd(),
             0,
@@ -108,15 +126,105 @@ fn reserve(file: &File, path: &Path, size: u64) -> Result<(), StoreError> {
     }
 }
 
+/// How [`MappedFile::create`] prepares a new file's blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prepare {
+    /// Reserve the blocks (fallocate) and nothing more: no page is faulted in or dirtied,
+    /// so creating a segment costs a few milliseconds and writes nothing to the device.
+    Reserve,
+    /// `warmMapedFileEnable`: also write zeros over the whole file (O_DIRECT, so the page
+    /// cache is untouched) and sync them. Costs one file size of device writes up front; in
+    /// return later syncs overwrite already-written blocks instead of converting unwritten
+    /// extents, so each SYNC_FLUSH fdatasync commits no journal metadata.
+    Warm,
+}
+
+/// Chunk of one zero-filling write (`Prepare::Warm`).
+const WARM_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// A page-aligned, zeroed heap buffer (O_DIRECT needs aligned memory).
+struct AlignedZeros {
+    ptr: NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl AlignedZeros {
+    fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len, OS_PAGE_SIZE as usize)
+            .expect("page-aligned layout");
+        // SAFETY: the layout has a non-zero size; a null result is handled below.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedZeros { ptr, layout }
+    }
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `layout.size()` initialised (zeroed) bytes owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedZeros {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Writes zeros over `[0, size)` and syncs them (`Prepare::Warm`). O_DIRECT keeps the
+/// zeros out of the page cache (buffered zeros would sit there as large folios the
+/// append path then re-dirties); file systems without O_DIRECT get buffered writes whose
+/// pages are dropped after the sync.
+fn warm(file: &File, path: &Path, size: u64) -> Result<(), StoreError> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let zeros = AlignedZeros::new(WARM_CHUNK_BYTES);
+    let direct = match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(f) => Some(f),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+        Err(e) => return Err(StoreError::io("open O_DIRECT", path, e)),
+    };
+    let target = direct.as_ref().unwrap_or(file);
+    let mut pos = 0u64;
+    while pos < size {
+        let n = (size - pos).min(WARM_CHUNK_BYTES as u64) as usize;
+        target
+            .write_all_at(&zeros.as_slice()[..n], pos)
+            .map_err(|e| StoreError::io("warm (write zeros)", path, e))?;
+        pos += n as u64;
+    }
+    target
+        .sync_data()
+        .map_err(|e| StoreError::io("warm (fdatasync)", path, e))?;
+    if direct.is_none() {
+        // SAFETY: plain syscall on an owned fd; failure only leaves clean pages cached.
+        unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                0,
+                size as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+    }
+    Ok(())
+}
+
 impl MappedFile {
     /// Creates (or reuses, if already present with the right size) a file of `size` bytes
-    /// at `path`, reserves its blocks and maps it. With `prefault`, page-table entries are
-    /// populated now so the first writes do not fault.
+    /// at `path`, reserves its blocks, prepares them as `prepare` says and maps it.
+    ///
+    /// Nothing is faulted in: a CommitLog segment is appended to with `write_through`
+    /// (pwrite), so its pages enter the page cache as they are written, and a
+    /// ConsumeQueue/index file is advised random by its owner before the first write.
     pub fn create(
         path: &Path,
         from_offset: u64,
         size: u64,
-        prefault: bool,
+        prepare: Prepare,
+        mode: MapMode,
     ) -> Result<Self, StoreError> {
         let file = OpenOptions::new()
             .read(true)
@@ -125,25 +233,16 @@ impl MappedFile {
             .truncate(false)
             .open(path)
             .map_err(|e| StoreError::io("create", path, e))?;
-        if let Err(e) = reserve(&file, path, size) {
+        let prepared = reserve(&file, path, size).and_then(|()| match prepare {
+            Prepare::Reserve => Ok(()),
+            Prepare::Warm => warm(&file, path, size),
+        });
+        if let Err(e) = prepared {
             drop(file);
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
-        let ptr = map(&file, path, size)?;
-        if prefault {
-            // SAFETY: advising our own fresh mapping; failure only loses the optimisation.
-            let rc = unsafe {
-                libc::madvise(
-                    ptr.as_ptr() as *mut libc::c_void,
-                    size as usize,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-            if rc != 0 {
-                tracing::debug!(path = %path.display(), "MADV_POPULATE_WRITE unsupported; pages fault on first write");
-            }
-        }
+        let ptr = map(&file, path, size, mode)?;
         Ok(MappedFile {
             path: path.to_path_buf(),
             file,
@@ -153,12 +252,18 @@ impl MappedFile {
             wrote: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
             removed: AtomicBool::new(false),
+            mode,
         })
     }
 
     /// Opens an existing file that must be exactly `size` bytes; positions start at the end
     /// (recovery corrects them).
-    pub fn open(path: &Path, from_offset: u64, size: u64) -> Result<Self, StoreError> {
+    pub fn open(
+        path: &Path,
+        from_offset: u64,
+        size: u64,
+        mode: MapMode,
+    ) -> Result<Self, StoreError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -175,7 +280,7 @@ impl MappedFile {
                 actual_bytes: len,
             });
         }
-        let ptr = map(&file, path, size)?;
+        let ptr = map(&file, path, size, mode)?;
         Ok(MappedFile {
             path: path.to_path_buf(),
             file,
@@ -185,6 +290,7 @@ impl MappedFile {
             wrote: AtomicU64::new(size),
             flushed: AtomicU64::new(size),
             removed: AtomicBool::new(false),
+            mode,
         })
     }
 
@@ -202,15 +308,52 @@ impl MappedFile {
         };
     }
 
-    /// Disables read-ahead and fault-around on this mapping (direct write mode).
+    /// `MADV_RANDOM` on the whole mapping: a fault reads or allocates exactly one 4 KiB
+    /// page, with no read-around. Two uses:
+    /// - direct mode's active segment, so a read of flushed bytes never pulls in a page
+    ///   O_DIRECT is still rewriting;
+    /// - files written through the mapping (ConsumeQueue, index): read-around builds the
+    ///   page cache out of large folios (up to 2 MiB on ext4 since 6.16), a write fault
+    ///   dirties a whole folio and the next flush writes all of it back; 4 KiB pages keep
+    ///   a flush to the pages that changed.
     pub fn advise_random(&self) {
+        self.advise(libc::MADV_RANDOM);
+    }
+
+    /// Back to default read-ahead (a direct-mode segment once it is complete on disk:
+    /// nothing rewrites its pages any more, and cold reads of it want read-around).
+    pub fn advise_normal(&self) {
+        self.advise(libc::MADV_NORMAL);
+    }
+
+    fn advise(&self, advice: libc::c_int) {
         // SAFETY: advising our own live mapping; failure only loses the hint.
         unsafe {
             libc::madvise(
                 self.ptr.as_ptr() as *mut libc::c_void,
                 self.size as usize,
-                libc::MADV_RANDOM,
+                advice,
             );
+        }
+    }
+
+    /// Starts reading `[pos, pos+len)` into the page cache in large requests, so the page
+    /// faults of a following sequential read through a random-advised mapping find the
+    /// pages instead of reading them one by one. The range is exactly what is asked for
+    /// (no read-ahead past it). Failure only loses the hint.
+    pub fn will_need(&self, pos: u64, len: u64) {
+        let start = pos / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let end = (pos + len).min(self.size);
+        if end > start {
+            // SAFETY: plain syscall on our own fd; offsets inside the file.
+            unsafe {
+                libc::posix_fadvise(
+                    self.file.as_raw_fd(),
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                )
+            };
         }
     }
 
@@ -270,6 +413,12 @@ impl MappedFile {
     /// Copies `data` into the mapping at `pos`. Only the file's owning stage calls this, and
     /// only at or beyond the published `wrote` (or during recovery before readers exist).
     pub fn write_at(&self, pos: u64, data: &[u8]) {
+        assert_eq!(
+            self.mode,
+            MapMode::ReadWrite,
+            "write through the read-only mapping of {}",
+            self.path.display()
+        );
         let end = (pos as usize).saturating_add(data.len());
         assert!(
             end <= self.size as usize,
@@ -286,6 +435,28 @@ impl MappedFile {
                 data.len(),
             )
         }
+    }
+
+    /// Writes `data` at `pos` through the file descriptor (pwrite) into the page cache the
+    /// mapping shares; readers keep reading through the mapping. This is the CommitLog's
+    /// append path: ext4 tracks dirty state per 4 KiB block for buffered writes, so a sync
+    /// writes back only the blocks written since the last one, whatever the folio size,
+    /// whereas a store through the mapping dirties its whole folio (up to 2 MiB). A failed
+    /// write (EIO, EFBIG under RLIMIT_FSIZE) is an error here instead of a SIGBUS.
+    /// Same single-writer contract as [`write_at`](Self::write_at).
+    pub fn write_through(&self, pos: u64, data: &[u8]) -> Result<(), StoreError> {
+        use std::os::unix::fs::FileExt;
+        let end = pos.saturating_add(data.len() as u64);
+        if end > self.size {
+            return Err(StoreError::io(
+                "pwrite",
+                &self.path,
+                std::io::Error::other(format!("write [{pos}, {end}) past {}", self.size)),
+            ));
+        }
+        self.file
+            .write_all_at(data, pos)
+            .map_err(|e| StoreError::io("pwrite", &self.path, e))
     }
 
     /// A zero-copy `Bytes` over `[pos, pos+len)` that keeps this file mapped while alive.
@@ -325,22 +496,14 @@ impl MappedFile {
 
     /// Zeroes `[from, size)` so that no stale bytes past a recovered end can later look like
     /// records. Whole pages are released with a hole punch (then re-reserved); edges are
-    /// cleared in memory.
+    /// written with zeros (pwrite, so read-only mappings work too).
     pub fn zero_tail(&self, from: u64) -> Result<(), StoreError> {
         if from >= self.size {
             return Ok(());
         }
         let first_page = from.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
         let head_end = first_page.min(self.size);
-        // SAFETY: in-bounds region of our mapping; called only before readers exist or by the
-        // owning stage beyond published bytes.
-        unsafe {
-            std::ptr::write_bytes(
-                self.ptr.as_ptr().add(from as usize),
-                0,
-                (head_end - from) as usize,
-            )
-        };
+        self.write_zeros(from, head_end)?;
         if first_page < self.size {
             let len = self.size - first_page;
             let fd = self.file.as_raw_fd();
@@ -365,18 +528,23 @@ impl MappedFile {
                     }
                 }
             } else {
-                // No hole punching: clear in memory (slow path, recovery only).
-                // SAFETY: in-bounds region of our mapping (see above).
-                unsafe {
-                    std::ptr::write_bytes(
-                        self.ptr.as_ptr().add(first_page as usize),
-                        0,
-                        len as usize,
-                    )
-                };
+                // No hole punching: write the zeros (slow path, recovery only).
+                self.write_zeros(first_page, self.size)?;
             }
         }
         self.flush_range(from, self.size)
+    }
+
+    /// Writes zeros over `[from, to)` with pwrite.
+    fn write_zeros(&self, from: u64, to: u64) -> Result<(), StoreError> {
+        let zeros = vec![0u8; (to - from).min(WARM_CHUNK_BYTES as u64) as usize];
+        let mut pos = from;
+        while pos < to {
+            let n = (to - pos).min(zeros.len() as u64) as usize;
+            self.write_through(pos, &zeros[..n])?;
+            pos += n as u64;
+        }
+        Ok(())
     }
 
     /// Unlinks the file; the mapping stays valid until the last `Arc` drops.
@@ -466,7 +634,9 @@ mod tests {
     fn write_read_zero_and_reopen() {
         let dir = crate::test_util::temp_dir("mapped_file");
         let path = dir.join(offset_file_name(0));
-        let f = Arc::new(MappedFile::create(&path, 0, 64 * 1024, true).unwrap());
+        let f = Arc::new(
+            MappedFile::create(&path, 0, 64 * 1024, Prepare::Reserve, MapMode::ReadWrite).unwrap(),
+        );
         f.write_at(10, b"hello");
         f.write_at(9000, b"tail");
         f.set_wrote(9004);
@@ -476,10 +646,10 @@ mod tests {
         assert_eq!(f.slice(10, 5), b"he\0\0\0");
         assert_eq!(f.slice(9000, 4), b"\0\0\0\0");
         drop(f);
-        let g = MappedFile::open(&path, 0, 64 * 1024).unwrap();
+        let g = MappedFile::open(&path, 0, 64 * 1024, MapMode::ReadOnly).unwrap();
         assert_eq!(g.slice(10, 2), b"he");
         assert!(matches!(
-            MappedFile::open(&path, 0, 4096),
+            MappedFile::open(&path, 0, 4096, MapMode::ReadOnly),
             Err(StoreError::BadSegmentSize { .. })
         ));
     }

@@ -6,7 +6,7 @@
 
 use crate::append::{self, AppendMsg, AppendStage};
 use crate::checkpoint::{Checkpoint, CheckpointData};
-use crate::commit_log::{AllocatorHandle, CommitLog};
+use crate::commit_log::{create_segment, AllocatorHandle, CommitLog, SegmentSpec};
 use crate::config::{FlushDiskType, StoreConfig, WriteMode};
 use crate::consume_queue::{ConsumeQueueTable, CqUnit};
 use crate::direct::{DirectFlusher, DirectRing};
@@ -14,6 +14,7 @@ use crate::error::StoreError;
 use crate::flush::{self, FlushMsg};
 use crate::index::IndexService;
 use crate::mapped_file::OS_PAGE_SIZE;
+use crate::refusal::{RefusalLog, DEFAULT_REFUSAL_LOG_INTERVAL};
 use crate::reput::{self, Dispatcher};
 use crate::retention::{self, RetentionState};
 use crate::types::*;
@@ -39,6 +40,18 @@ pub(crate) const FLAG_DISK_FULL: u32 = 1;
 pub(crate) const FLAG_LOGIC_QUEUE_ERROR: u32 = 2;
 /// Running flag: an index write failed.
 pub(crate) const FLAG_INDEX_ERROR: u32 = 4;
+
+/// Reasons a put is refused before it reaches the append stage (log and metrics keys).
+pub const REFUSED_SHUTTING_DOWN: &str = "SHUTTING_DOWN";
+pub const REFUSED_DISK_FULL: &str = "DISK_FULL";
+pub const REFUSED_LOGIC_QUEUE_ERROR: &str = "LOGIC_QUEUE_ERROR";
+pub const REFUSED_INDEX_ERROR: &str = "INDEX_ERROR";
+/// An append batch has run longer than `osPageCacheBusyTimeOutMills`.
+pub const REFUSED_PAGE_CACHE_BUSY: &str = "PAGE_CACHE_BUSY";
+/// Direct mode: unflushed bytes above `ringmq.directWriteRingBusyRatio` of the ring.
+pub const REFUSED_WRITE_RING_BUSY: &str = "WRITE_RING_BUSY";
+/// The producer → append stage queue is full.
+pub const REFUSED_APPEND_QUEUE_FULL: &str = "APPEND_QUEUE_FULL";
 
 /// Bound of the append → flush queue (batches of waiters; each batch is one append batch).
 const FLUSH_QUEUE_BOUND: usize = 4096;
@@ -132,6 +145,8 @@ pub(crate) struct Shared {
     pub checkpoint_logics_ts: AtomicI64,
     pub topic_generation: AtomicU64,
     mem_limit_bytes: u64,
+    /// Refused puts, counted per reason and logged rate-limited.
+    pub refusals: RefusalLog,
 }
 
 impl Shared {
@@ -216,6 +231,8 @@ struct Inner {
     /// Held for the store's lifetime; released at shutdown so the directory can reopen.
     lock_file: Mutex<Option<File>>,
     shut: AtomicBool,
+    /// No `abort` file was found at open: the previous run shut down cleanly.
+    last_exit_ok: bool,
 }
 
 /// The message store. Cheap to clone; all clones share one store.
@@ -318,6 +335,7 @@ impl MessageStore {
             topic_generation: AtomicU64::new(0),
             mem_limit_bytes: physical_memory_bytes() / 100
                 * u64::from(config.access_message_in_memory_max_ratio),
+            refusals: RefusalLog::new("put", DEFAULT_REFUSAL_LOG_INTERVAL),
             config,
         });
         let config = &shared.config;
@@ -327,6 +345,28 @@ impl MessageStore {
             root = %root.display(), last_exit_ok, max_offset = recovered.process_offset,
             redispatched = recovered.redispatched, "store recovered"
         );
+        let direct = config.write_mode == WriteMode::Direct;
+        let spec = SegmentSpec {
+            file_size,
+            warm: config.warm_mapped_file_enable,
+            direct,
+        };
+        let process = recovered.process_offset;
+        // The segment the first put goes to exists before `open` returns (and so before the
+        // broker reports ready): creating it on the append path would hold the CommitLog
+        // tail for as long as creation takes (seconds with warmMapedFileEnable).
+        if log.segment_for(process).is_none() {
+            let start = process - process % file_size;
+            let t = Instant::now();
+            let seg = create_segment(&config.commit_log_dir(), start, spec)?;
+            log.push_file(seg);
+            tracing::info!(
+                offset = start,
+                warm = spec.warm,
+                took_ms = t.elapsed().as_millis() as u64,
+                "created the CommitLog segment for the first put"
+            );
+        }
         let mut table: HashMap<String, HashMap<i32, i64>> = HashMap::new();
         for cq in shared.cqs.all() {
             table
@@ -344,16 +384,18 @@ impl MessageStore {
         let checkpoint = Arc::new(Mutex::new(checkpoint));
         shared.flush_logics_and_checkpoint(&checkpoint);
 
-        let direct = config.write_mode == WriteMode::Direct;
         let ring = if direct {
             let ring = Arc::new(DirectRing::new(config.direct_write_ring_size_bytes)?);
-            for f in log.files() {
-                f.advise_random();
-            }
-            let process = recovered.process_offset;
-            // The partial last page must be in the ring: flushes rewrite whole pages.
+            // Only the segment being written has pages O_DIRECT will rewrite; complete
+            // segments keep default read-ahead for cold reads.
             if let Some(seg) = log.segment_for(process) {
-                ring.load_from_segment(&seg, process / OS_PAGE_SIZE * OS_PAGE_SIZE, process);
+                seg.advise_random();
+            }
+            // The partial last page must be in the ring: flushes rewrite whole pages.
+            let page = process / OS_PAGE_SIZE * OS_PAGE_SIZE;
+            ring.start_at(page);
+            if let Some(seg) = log.segment_for(process) {
+                ring.load_from_segment(&seg, page, process);
             }
             log.set_ring(Arc::clone(&ring));
             Some(ring)
@@ -362,12 +404,7 @@ impl MessageStore {
         };
 
         let mut threads = Vec::new();
-        let (allocator, h) = AllocatorHandle::start(
-            config.commit_log_dir(),
-            file_size,
-            config.prefault_mapped_file && !direct,
-            direct,
-        );
+        let (allocator, h) = AllocatorHandle::start(config.commit_log_dir(), spec);
         threads.push(h);
         let (flush_tx, flush_rx) = mpsc::sync_channel::<FlushMsg>(FLUSH_QUEUE_BOUND);
         let (job_tx, job_rx) = mpsc::sync_channel(1);
@@ -424,6 +461,7 @@ impl MessageStore {
                     stop_rx.recv_timeout(Duration::from_millis(HOUSEKEEPING_TICK_MS))
                 {
                     s.flush_logics_and_checkpoint(&cp);
+                    s.refusals.flush();
                     if last_clean.elapsed() >= clean_every {
                         last_clean = Instant::now();
                         retention::run_once(&s, &mut ret.lock().unwrap_or_else(|p| p.into_inner()));
@@ -443,12 +481,19 @@ impl MessageStore {
                 retention,
                 lock_file: Mutex::new(Some(lock_file)),
                 shut: AtomicBool::new(false),
+                last_exit_ok,
             }),
         })
     }
 
     fn shared(&self) -> &Shared {
         &self.inner.shared
+    }
+
+    /// Whether the previous run shut down cleanly (no `abort` file at open), i.e. this open
+    /// ran normal rather than abnormal recovery.
+    pub fn last_exit_ok(&self) -> bool {
+        self.inner.last_exit_ok
     }
 
     /// The configuration the store runs with.
@@ -483,11 +528,29 @@ impl MessageStore {
     pub fn put(&self, req: PutRequest, on_done: Box<dyn FnOnce(PutResult) + Send>) {
         let s = self.shared();
         s.metrics.put_requests.fetch_add(1, Ordering::Relaxed);
-        if s.stopping.load(Ordering::Acquire) || !s.is_writeable() {
+        if s.stopping.load(Ordering::Acquire) {
+            s.refusals.refused(REFUSED_SHUTTING_DOWN);
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
         }
-        if self.is_os_page_cache_busy() || self.direct_ring_busy() {
+        let flags = s.running_flags.load(Ordering::Acquire);
+        if flags != 0 {
+            s.refusals.refused(if flags & FLAG_DISK_FULL != 0 {
+                REFUSED_DISK_FULL
+            } else if flags & FLAG_LOGIC_QUEUE_ERROR != 0 {
+                REFUSED_LOGIC_QUEUE_ERROR
+            } else {
+                REFUSED_INDEX_ERROR
+            });
+            return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
+        }
+        if self.is_os_page_cache_busy() {
             s.metrics.put_rejected_busy.fetch_add(1, Ordering::Relaxed);
+            s.refusals.refused(REFUSED_PAGE_CACHE_BUSY);
+            return on_done(PutResult::failed(PutMessageStatus::OsPageCacheBusy));
+        }
+        if self.direct_ring_busy() {
+            s.metrics.put_rejected_busy.fetch_add(1, Ordering::Relaxed);
+            s.refusals.refused(REFUSED_WRITE_RING_BUSY);
             return on_done(PutResult::failed(PutMessageStatus::OsPageCacheBusy));
         }
         if let Err(status) = append::validate(&req, s.config.max_message_size, s.log.file_size()) {
@@ -501,6 +564,7 @@ impl MessageStore {
             Ok(()) => {}
             Err(TrySendError::Full(AppendMsg::Put { done, .. })) => {
                 s.metrics.put_rejected_busy.fetch_add(1, Ordering::Relaxed);
+                s.refusals.refused(REFUSED_APPEND_QUEUE_FULL);
                 done(PutResult::failed(PutMessageStatus::OsPageCacheBusy))
             }
             Err(TrySendError::Disconnected(AppendMsg::Put { done, .. })) => {
@@ -910,6 +974,7 @@ impl MessageStore {
             dispatch_behind_bytes: self.dispatch_behind_bytes(),
             consume_queue_count: s.cqs.len(),
             writeable: s.is_writeable(),
+            put_refusals: s.refusals.totals(),
         }
     }
 
@@ -961,14 +1026,24 @@ impl Inner {
             let _ = h.join();
         }
         s.flush_logics_and_checkpoint(&self.checkpoint);
+        s.refusals.flush();
         let behind = s.confirm_offset() as i64 - s.reput_offset.load(Ordering::Acquire) as i64;
         let flushed_all = s.log.flushed_offset() >= s.log.max_offset();
-        if s.running_flags.load(Ordering::Acquire) == 0 && behind == 0 && flushed_all {
-            let _ = std::fs::remove_file(s.config.abort_path());
+        // Upstream also keeps `abort` while the disk is full (its check is "writeable"), but
+        // DISK_FULL only refuses new puts: what is stored is flushed and dispatched all the
+        // same, so the store is consistent and the next start need not recover abnormally
+        // (replaying and re-indexing from the checkpoint). Only the flags that mean a
+        // ConsumeQueue or index write was lost keep it.
+        let damage = s.running_flags.load(Ordering::Acquire) & !FLAG_DISK_FULL;
+        if damage == 0 && behind == 0 && flushed_all {
+            if let Err(e) = std::fs::remove_file(s.config.abort_path()) {
+                tracing::error!(error = %e, "could not remove the abort file; next start recovers abnormally");
+            }
         } else {
             tracing::warn!(
                 behind,
                 flushed_all,
+                running_flags = damage,
                 "unclean shutdown: abort file kept, next start recovers abnormally"
             );
         }
@@ -1028,5 +1103,92 @@ fn batch_full(
     } else {
         total + size > cfg.max_transfer_bytes_on_message_in_disk
             || count > cfg.max_transfer_count_on_message_in_disk.saturating_sub(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use ringmq_remoting::message::record::{encode_record, RecordFields};
+
+    fn small_config(dir: &std::path::Path) -> StoreConfig {
+        StoreConfig {
+            store_path_root_dir: dir.to_path_buf(),
+            mapped_file_size_commit_log: 64 * 1024,
+            mapped_file_size_consume_queue_units: 32,
+            max_hash_slot_num: 64,
+            max_index_num: 256,
+            ..StoreConfig::default()
+        }
+    }
+
+    fn put_one(store: &MessageStore, key: &str) -> PutResult {
+        let props = format!("KEYS\u{1}{key}\u{2}");
+        let mut out = BytesMut::new();
+        let f = RecordFields {
+            queue_id: 0,
+            flag: 0,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 1,
+            born_host: "127.0.0.1:1".parse().expect("addr"),
+            store_timestamp_ms: 0,
+            store_host: "127.0.0.1:10911".parse().expect("addr"),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: b"body",
+            topic: "DF",
+            properties: props.as_bytes(),
+        };
+        encode_record(&f, &mut out).expect("encodable");
+        store.put_blocking(PutRequest::new("DF", 0, 0, out, 1))
+    }
+
+    /// A full disk refuses puts but does not make the store inconsistent: shutdown removes
+    /// `abort` and the next start is normal. A lost ConsumeQueue write does keep `abort`.
+    /// Refusals are counted per reason.
+    #[test]
+    fn disk_full_shuts_down_cleanly_and_lost_queue_writes_do_not() {
+        let dir = crate::test_util::temp_dir("diskfull");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        assert!(store.last_exit_ok(), "fresh store");
+        assert_eq!(put_one(&store, "a").status, PutMessageStatus::PutOk);
+        store.inner.shared.set_flag(FLAG_DISK_FULL);
+        for _ in 0..1000 {
+            assert_eq!(
+                put_one(&store, "refused").status,
+                PutMessageStatus::ServiceNotAvailable
+            );
+        }
+        assert_eq!(
+            store.metrics().put_refusals,
+            vec![(REFUSED_DISK_FULL, 1000)]
+        );
+        store.shutdown();
+        assert!(
+            !dir.join("abort").exists(),
+            "disk full alone is a clean stop"
+        );
+
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        assert!(store.last_exit_ok());
+        assert_eq!(store.max_offset_in_queue("DF", 0), 1);
+        assert!(
+            store.is_writeable(),
+            "DISK_FULL is re-evaluated, not persisted"
+        );
+        store.inner.shared.set_flag(FLAG_LOGIC_QUEUE_ERROR);
+        store.shutdown();
+        assert!(
+            dir.join("abort").exists(),
+            "a lost queue write is not clean"
+        );
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        assert!(!store.last_exit_ok());
+        assert_eq!(store.max_offset_in_queue("DF", 0), 1);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -253,4 +253,6 @@ pub struct StoreMetrics {
     pub dispatch_behind_bytes: i64,
     pub consume_queue_count: usize,
     pub writeable: bool,
+    /// Puts refused before the append stage, per reason (`store::REFUSED_*`), since open.
+    pub put_refusals: Vec<(&'static str, u64)>,
 }

@@ -4,7 +4,8 @@ behaviour scenarios to run their full logic without ringmq (NOT ringmq, not for 
 Owns `RichFakeBroker`, a lib/fake_server.FakeServer whose broker role adds, in a few hundred lines
 of Python: topics (UPDATE_AND_CREATE_TOPIC, auto-create on send, retry topics on heartbeat, DLQ on
 send-back) registered with the name server whenever they change; broker-side TAG and SQL92
-filtering in PULL_MESSAGE (PULL_RETRY_IMMEDIATELY when nothing examined matched); delay levels
+filtering in PULL_MESSAGE (PULL_RETRY_IMMEDIATELY when nothing examined matched) and long polling
+woken by arrivals; delay levels
 (`messageDelayLevel`) through a timer; CONSUMER_SEND_MSG_BACK to `%RETRY%group` with
 `3 + reconsumeTimes` delay, or `%DLQ%group` once reconsumeTimes >= maxReconsumeTimes;
 transactional half messages committed/rolled back by END_TRANSACTION; the 4 MiB body limit
@@ -25,6 +26,8 @@ Deliberate faults (env FAKE_RINGMQ_BREAK, comma-separated) so scenarios can be s
   no-max-size     bodies above 4 MiB are accepted
   truncate-body   bodies longer than 1 MiB are stored cut to 1 MiB
   dup             every 7th message is stored twice
+  slow-poll       parked (long-polling) pulls are not woken when a message arrives, only after
+                  their hold time
 """
 
 from __future__ import annotations
@@ -235,6 +238,7 @@ class RichFakeBroker(FakeServer):
         self.half: Dict[int, Dict[str, Any]] = {}
         self.delayed: List[Dict[str, Any]] = []
         self.subs: Dict[Tuple[str, str], Tuple[str, str]] = {}        # (group, topic) -> (expr, type)
+        self.parked: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}  # long-polling pulls per queue
         self.stored_count = 0
         self._load()
         self._save_lock = threading.Lock()
@@ -346,6 +350,7 @@ class RichFakeBroker(FakeServer):
                 m["qoff"], prev["qoff"] = j, qoff
                 queue[j], queue[qoff] = self._encode(m), self._encode(prev)
         self.stored_count += 1
+        self._wake_queue(topic, queue_id)
         if "dup" in self.breaks and self.stored_count % 7 == 0:
             self._append(topic, queue_id, flag, sys_flag, born_ts, born_host, body, props, reconsume, prepared)
         self._cv.notify_all()
@@ -588,4 +593,35 @@ class RichFakeBroker(FakeServer):
             ext["nextBeginOffset"] = str(pos)
             self._reply(conn, f, rm.PULL_RETRY_IMMEDIATELY, ext=ext, remark="NO_MATCHED_MESSAGE")
             return
-        super()._pull(conn, f, held)
+        sys_flag = int(f.ext_str("sysFlag", "0") or 0)
+        suspend_ms = int(f.ext_str("suspendTimeoutMillis", "0") or 0)
+        if held or not sys_flag & 0x2 or suspend_ms <= 0 or self._stop.is_set():
+            ext["nextBeginOffset"] = str(min(max(offset, 0), total))
+            self._reply(conn, f, rm.PULL_NOT_FOUND, ext=ext, remark="no new message")
+            return
+        # Long polling: park until a message arrives on this queue (unless slow-poll) or the hold ends.
+        entry: Dict[str, Any] = {"conn": conn, "frame": f, "done": False}
+        timer = threading.Timer(min(self.pull_hold * 5, suspend_ms / 1000.0), self._wake, args=(entry,))
+        timer.daemon = True
+        entry["timer"] = timer
+        with self._cv:
+            self.parked.setdefault((topic, queue_id), []).append(entry)
+            self._timers.append(timer)
+        timer.start()
+
+    def _wake(self, entry: Dict[str, Any]) -> None:
+        with self._cv:
+            if entry["done"]:
+                return
+            entry["done"] = True
+            entry["timer"].cancel()
+        self._pull(entry["conn"], entry["frame"], held=True)
+
+    def _wake_queue(self, topic: str, queue_id: int) -> None:
+        """Caller holds self._cv: answer the pulls parked on this queue, outside the lock."""
+        if "slow-poll" in self.breaks:
+            return
+        for entry in self.parked.pop((topic, queue_id), []):
+            t = threading.Timer(0.0, self._wake, args=(entry,))
+            t.daemon = True
+            t.start()

@@ -30,6 +30,9 @@ pub fn read(header: &[u8]) -> Result<RemotingCommand, HeaderDecodeError> {
     let mut reader = Reader {
         buf: header,
         pos: 0,
+        // One SIMD-friendly pass over the whole header instead of one check per string
+        // (a send header has ~40 strings); invalid input falls back to per-string checks.
+        all_utf8: std::str::from_utf8(header).is_ok(),
     };
     let mut cmd = RemotingCommand {
         code: 0,
@@ -133,6 +136,24 @@ fn write_int(out: &mut BytesMut, value: i64) {
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
+/// Bytes that may start something `write_string` escapes: `"`, `\\`, C0 controls, DEL, and
+/// the lead bytes of U+0080..U+009F (`C2`) and U+2028/U+2029 (`E2`). Everything else is
+/// copied with its run after one table lookup.
+static ESCAPE_LEAD: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table[0x7f] = true;
+    table[0xC2] = true;
+    table[0xE2] = true;
+    table
+};
+
 /// Appends `text` as a JSON string escaped the way fastjson 1.2 does it, so a header we
 /// write for a Java-shaped command is byte-identical to Java's: `"` and `\` with a
 /// backslash; BS, TAB, LF, FF, CR as `\b \t \n \f \r`; the other C0 controls, DEL and the
@@ -147,6 +168,10 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
     // bytes are copied with their run like printable ASCII.
     while index < bytes.len() {
         let b = bytes[index];
+        if !ESCAPE_LEAD[usize::from(b)] {
+            index += 1;
+            continue;
+        }
         let (unit, width): (u32, usize) = match b {
             b'"' | b'\\' | 0x00..=0x1f | 0x7f => (u32::from(b), 1),
             0xC2 if matches!(bytes.get(index + 1), Some(0x80..=0x9f)) => {
@@ -192,11 +217,18 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
     out.put_u8(b'"');
 }
 
+/// Index of the first `"` or `\\` in `bytes`: where a JSON string ends or needs decoding.
+fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'"' || b == b'\\')
+}
+
 /// A cursor over the header bytes. Every method bounds-checks through `peek`/`next_byte`,
 /// so no input can make it index out of range.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// The whole buffer is valid UTF-8, so any slice of it between ASCII delimiters is.
+    all_utf8: bool,
 }
 
 /// A scalar JSON value as the extFields reader sees it.
@@ -250,22 +282,29 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Result<Cow<'a, str>, HeaderDecodeError> {
         self.expect(b'"', "expected a JSON string")?;
         let start = self.pos;
-        // Fast scan: most header strings have no escapes at all.
-        loop {
-            match self.peek() {
-                None => return Err(self.error("unterminated JSON string")),
-                Some(b'"') => {
-                    let raw = &self.buf[start..self.pos];
-                    self.pos += 1;
-                    return std::str::from_utf8(raw)
-                        .map(Cow::Borrowed)
-                        .map_err(|_| self.error("JSON string is not valid UTF-8"));
-                }
-                Some(b'\\') => break,
-                Some(_) => self.pos += 1,
+        // Fast scan: most header strings have no escapes at all. Slice scans (not one
+        // bounds-checked `peek` per byte) because every header string goes through here.
+        let Some(stop) = find_quote_or_backslash(&self.buf[start..]) else {
+            self.pos = self.buf.len();
+            return Err(self.error("unterminated JSON string"));
+        };
+        self.pos = start + stop;
+        if self.buf[self.pos] == b'"' {
+            let raw = &self.buf[start..self.pos];
+            self.pos += 1;
+            if self.all_utf8 {
+                // SAFETY: `buf` is valid UTF-8 (checked in `read`) and `raw` starts right
+                // after an ASCII `"` and ends right before one. ASCII bytes are never part
+                // of a multi-byte sequence, so both ends are char boundaries and the slice
+                // is valid UTF-8 on its own.
+                return Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) }));
             }
+            return std::str::from_utf8(raw)
+                .map(Cow::Borrowed)
+                .map_err(|_| self.error("JSON string is not valid UTF-8"));
         }
-        // Slow path: copy what we scanned, then decode escapes.
+        // Slow path: copy what we scanned, then decode escapes, copying the runs between
+        // them whole.
         let mut text: Vec<u8> = Vec::with_capacity(self.pos - start + 16);
         text.extend_from_slice(&self.buf[start..self.pos]);
         loop {
@@ -294,7 +333,13 @@ impl<'a> Reader<'a> {
                 }
                 // Raw control bytes are not strict JSON, but lenient peers emit them
                 // inside property strings; they carry no ambiguity, so keep them.
-                Some(byte) => text.push(byte),
+                Some(byte) => {
+                    text.push(byte);
+                    let rest = &self.buf[self.pos..];
+                    let run = find_quote_or_backslash(rest).unwrap_or(rest.len());
+                    text.extend_from_slice(&rest[..run]);
+                    self.pos += run;
+                }
             }
         }
         String::from_utf8(text)

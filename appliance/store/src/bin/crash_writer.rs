@@ -5,7 +5,8 @@
 //! per acknowledged put (`ACK <key> <queueId> <queueOffset> <physOffset> <size>`) after the
 //! store confirmed it; the test kills it with SIGKILL at a random point. With `fsize`, it
 //! instead lowers RLIMIT_FSIZE below the segment size after a while, expects the store to
-//! refuse puts with CREATE_MAPPED_FILE_FAILED (not to corrupt anything), lifts the limit,
+//! refuse puts (CREATE_MAPPED_FILE_FAILED when the limit stops a new segment, UNKNOWN_ERROR
+//! when it stops the append's pwrite) without corrupting anything, lifts the limit,
 //! expects puts to work again, prints `FSIZE-OK` and shuts down cleanly.
 
 use bytes::BytesMut;
