@@ -1264,6 +1264,14 @@ fn admin_topics_stats_connections_config_and_lookup() {
         },
     );
     assert_eq!(stats.offsets.len(), 3, "one entry per queue");
+    for (q, o) in &stats.offsets {
+        assert_eq!(o.min_offset, 0, "{q}");
+        assert_eq!(
+            o.last_update_timestamp > 0,
+            o.max_offset > 0,
+            "{q}: lastUpdateTimestamp is the last store time, 0 when empty: {o:?}"
+        );
+    }
 
     // Consume stats and consumer connection of a heartbeat-registered consumer.
     let group = unique("CG_admin");
@@ -1278,6 +1286,14 @@ fn admin_topics_stats_connections_config_and_lookup() {
     let cs = block_on(a.consume_stats(&addr, &group, Some(&topic))).expect("consume stats");
     assert_eq!(cs.offsets.len(), 3);
     assert_eq!(cs.diff_total(), 0, "all committed: {cs:?}");
+    for (q, o) in &cs.offsets {
+        assert_eq!(o.consumer_offset, o.broker_offset, "{q}");
+        assert_eq!(
+            o.last_timestamp > 0,
+            o.consumer_offset > 0,
+            "{q}: lastTimestamp is the store time of the last consumed message: {o:?}"
+        );
+    }
     let conn = block_on(a.consumer_connection(&addr, &group)).expect("consumer connection");
     assert_eq!(conn.connections.len(), 1);
     assert_eq!(conn.connections[0].client_id, consumer.client_id());
@@ -1328,18 +1344,37 @@ fn admin_topics_stats_connections_config_and_lookup() {
 }
 
 #[test]
-#[ignore = "bug: UPDATE_BROKER_CONFIG (25) with a valid key answers SYSTEM_ERROR \
-            'live broker config update is not supported yet' instead of SUCCESS"]
-fn admin_update_broker_config() {
+fn admin_update_broker_config_applies_live() {
     let c = Cluster::start("");
     let addr = c.broker_addr();
     let a = admin(&c);
+    let p = producer(&c);
+    let before = unique("T_before");
+    block_on(p.send(&Message::new(&before, "auto-created"))).expect("auto-create allowed");
+
     let mut update = BTreeMap::new();
-    update.insert("defaultQueryMaxNum".to_string(), "77".to_string());
+    update.insert("autoCreateTopicEnable".to_string(), "false".to_string());
     block_on(a.update_broker_config(&addr, &update)).expect("update broker config");
     let cfg = block_on(a.broker_config(&addr)).expect("broker config");
     assert_eq!(
-        cfg.get("defaultQueryMaxNum").map(String::as_str),
-        Some("77")
+        cfg.get("autoCreateTopicEnable").map(String::as_str),
+        Some("false")
     );
+    // The next send to an unknown topic is refused: TOPIC_NOT_EXIST.
+    let after = unique("T_after");
+    match block_on(p.send(&Message::new(&after, "must not be created"))) {
+        Err(ClientError::Response { code: 17, .. }) => {}
+        other => panic!("send to an unknown topic with auto-create off: {other:?}"),
+    }
+    let all = block_on(a.all_topic_config(&addr)).expect("topics");
+    assert!(all.topic_config_table.contains_key(&before));
+    assert!(!all.topic_config_table.contains_key(&after));
+
+    // Black-listed keys are refused with NO_PERMISSION and change nothing.
+    let mut bad = BTreeMap::new();
+    bad.insert("brokerConfigPath".to_string(), "/tmp/elsewhere".to_string());
+    match block_on(a.update_broker_config(&addr, &bad)) {
+        Err(ClientError::Response { code: 16, .. }) => {}
+        other => panic!("black-listed key: {other:?}"),
+    }
 }

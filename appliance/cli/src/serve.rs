@@ -175,6 +175,14 @@ pub fn up(args: &[String]) -> ExitCode {
     let mut metrics_port: u16 = 0;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
+        if arg == "--help" || arg == "-h" {
+            println!(
+                "usage: ringmq up [--data DIR] [--namesrv-port N] [--broker-port N] [--metrics-port N]\n\
+                 Runs a NameServer (default 9876) and a broker (default 10911) in one process,\n\
+                 with all data under DIR (default ./ringmq-data)."
+            );
+            return ExitCode::SUCCESS;
+        }
         let value = it.next();
         let parsed = match (arg.as_str(), value) {
             ("--data", Some(v)) => {

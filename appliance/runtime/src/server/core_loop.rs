@@ -536,7 +536,7 @@ pub(crate) fn start_cores(
             ),
         ));
     }
-    let listener = bind_listener(config.listen_addr, tuning.listen_backlog).map_err(|e| {
+    let listener = bind_listener_retrying(config.listen_addr, tuning.listen_backlog).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -609,6 +609,26 @@ fn stop_started(shared: &[Arc<CoreShared>], threads: Vec<JoinHandle<()>>) {
     }
     for t in threads {
         let _ = t.join();
+    }
+}
+
+/// How long a start keeps retrying a port that is still held.
+const BIND_RETRY_MS: u64 = 5_000;
+const BIND_RETRY_STEP_MS: u64 = 50;
+
+/// Binds, retrying "address in use" for up to [`BIND_RETRY_MS`]. A process killed with
+/// SIGKILL keeps its listening socket until the kernel tears down its io_uring, a few
+/// hundred milliseconds after exit; a supervisor restarting it at once (systemd waits
+/// 100 ms by default) must not fail on that.
+fn bind_listener_retrying(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_RETRY_MS);
+    loop {
+        match bind_listener(addr, backlog) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(BIND_RETRY_STEP_MS));
+            }
+            result => return result,
+        }
     }
 }
 
