@@ -456,7 +456,7 @@ mod ext_fields_tests {
         assert_eq!(f.remove("b"), Some("2".to_string()));
         assert_eq!(f.remove("b"), None);
         assert!(!f.contains_key("b"));
-        assert_eq!(f.iter().rev().next(), Some(("c", "3")));
+        assert_eq!(f.iter().next_back(), Some(("c", "3")));
         assert_eq!(f.iter().len(), 2);
         let mut pairs = Vec::new();
         for (k, v) in &f {

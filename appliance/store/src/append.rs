@@ -2,19 +2,20 @@
 //! `putMessageLock` critical section). It drains PutRequests from producers' threads over a
 //! bounded queue in batches, assigns queue offsets from the topicQueueTable it owns,
 //! patches PHYSICALOFFSET / QUEUEOFFSET / STORETIMESTAMP into the pre-encoded records,
-//! copies them into the active segment (mmap) or the write ring (direct), rolls segments
-//! with a BLANK filler, publishes the new max offset, and hands completions to the flush
-//! stage (SYNC_FLUSH) or completes them itself (ASYNC_FLUSH).
+//! copies them into the active segment (mmap: one pwritev per batch into the page cache the
+//! read-only mapping shares) or the write ring (direct), rolls segments with a BLANK filler,
+//! publishes the new max offset, and hands completions to the flush stage (SYNC_FLUSH) or
+//! completes them itself (ASYNC_FLUSH).
 
 use crate::commit_log::AllocatorHandle;
 use crate::config::FlushDiskType;
 use crate::direct::DirectRing;
-use crate::error::StoreError;
 use crate::flush::{FlushMsg, Waiter};
-use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
+use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
 use crate::store::Shared;
 use crate::types::{PutMessageStatus, PutRequest, PutResult};
 use crate::util::now_ms;
+use bytes::BytesMut;
 use ringmq_remoting::message::record::{self, BLANK_RECORD_SIZE};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -53,6 +54,36 @@ pub(crate) struct AppendStage {
     /// Failed CommitLog writes not yet reported, and when the last report went out.
     write_errors: u64,
     last_write_error_log: Option<Instant>,
+    /// mmap mode: this batch's bytes not yet in the active segment, laid end to end from
+    /// `pending_start`; written with one pwritev before the batch is published (or before
+    /// a roll-over, or when IOV_MAX buffers are waiting).
+    pending: Vec<Pending>,
+    pending_start: u64,
+    /// Set when a write failed during this batch: puts of this batch at or past this offset
+    /// failed, and the rest of the batch is refused.
+    failed_from: Option<u64>,
+}
+
+/// Bytes of one put (or a BLANK filler) waiting for the batch's pwritev.
+struct Pending {
+    bytes: PendingBytes,
+    /// `(topic, queue, offset before this put)`: restored if the write fails, so failed puts
+    /// leave no hole in the queue offsets.
+    undo: Option<(String, i32, i64)>,
+}
+
+enum PendingBytes {
+    Records(BytesMut),
+    Blank([u8; BLANK_RECORD_SIZE]),
+}
+
+impl Pending {
+    fn as_slice(&self) -> &[u8] {
+        match &self.bytes {
+            PendingBytes::Records(b) => b,
+            PendingBytes::Blank(b) => b,
+        }
+    }
 }
 
 /// Least time between two log lines about failed CommitLog writes.
@@ -82,6 +113,9 @@ impl AppendStage {
                 .expect("histogram bounds"),
             write_errors: 0,
             last_write_error_log: None,
+            pending: Vec::new(),
+            pending_start: wrote,
+            failed_from: None,
             rx,
             shared,
         }
@@ -122,16 +156,11 @@ impl AppendStage {
                 .begin_time_in_lock_ms
                 .store(now, std::sync::atomic::Ordering::Release);
             let mut shutdown = None;
-            let (mut msgs, mut bytes) = (0u64, 0u64);
             for msg in batch.drain(..) {
                 match msg {
                     AppendMsg::Put { req, done } => {
                         let wait = req.wait_store_msg_ok;
                         let r = self.append(req, now);
-                        if r.status == PutMessageStatus::PutOk {
-                            msgs += r.msg_num as u64;
-                            bytes += r.wrote_bytes as u64;
-                        }
                         if sync && wait && r.status == PutMessageStatus::PutOk {
                             waiters.push(Waiter {
                                 target: (r.wrote_offset + i64::from(r.wrote_bytes)) as u64,
@@ -148,6 +177,38 @@ impl AppendStage {
                     }
                     AppendMsg::Shutdown(tx) => shutdown = Some(tx),
                 }
+            }
+            let _ = self.commit();
+            if let Some(from) = self.failed_from.take() {
+                // The batch's write failed from `from` on: those puts are not stored.
+                let failed = |r: &PutResult| {
+                    r.status == PutMessageStatus::PutOk && r.wrote_offset as u64 >= from
+                };
+                for (_, r) in done_now.iter_mut() {
+                    if failed(r) {
+                        *r = PutResult::failed(PutMessageStatus::UnknownError);
+                    }
+                }
+                let mut i = 0;
+                while i < waiters.len() {
+                    if failed(&waiters[i].result) {
+                        let w = waiters.swap_remove(i);
+                        done_now.push((w.done, PutResult::failed(PutMessageStatus::UnknownError)));
+                    } else {
+                        i += 1;
+                    }
+                }
+                waiters.sort_by_key(|w| w.target);
+            }
+            let (mut msgs, mut bytes) = (0u64, 0u64);
+            for r in done_now
+                .iter()
+                .map(|(_, r)| r)
+                .chain(waiters.iter().map(|w| &w.result))
+                .filter(|r| r.status == PutMessageStatus::PutOk)
+            {
+                msgs += r.msg_num as u64;
+                bytes += r.wrote_bytes as u64;
             }
             self.publish(now);
             self.shared
@@ -204,8 +265,10 @@ impl AppendStage {
         self.shared.log.set_max_offset(self.wrote);
     }
 
-    /// Switches to the segment starting at the current write offset.
+    /// Switches to the segment starting at the current write offset. Pending bytes of the
+    /// old segment are written before (see the BLANK branch of `append`).
     fn roll(&mut self) -> Result<(), String> {
+        debug_assert!(self.pending.is_empty(), "roll with unwritten bytes");
         let file_size = self.shared.log.file_size();
         if let Some(a) = &self.active {
             a.set_wrote(file_size);
@@ -238,38 +301,72 @@ impl AppendStage {
         }
     }
 
-    /// Copies `data` to the current write offset: into the write ring (direct mode), or with
-    /// pwrite into the active segment's page cache (mmap mode; see
-    /// `MappedFile::write_through` for why not through the mapping). Does not advance
-    /// `wrote`; on error nothing past `wrote` is published and the next put overwrites it.
-    fn write(&mut self, data: &[u8]) -> Result<(), StoreError> {
-        match (&self.ring, &self.active) {
-            (Some(ring), _) => {
-                ring.write(self.wrote, data);
-                Ok(())
-            }
-            (None, Some(a)) => a.write_through(self.wrote - a.from_offset(), data),
-            (None, None) => unreachable!("append without an active segment"),
+    /// mmap mode: queues `p` (the bytes at the current write offset) for the batch's
+    /// pwritev, writing what is queued first when IOV_MAX buffers are waiting. Does not
+    /// advance `wrote`. Err (with `p` back): a write failed (`failed_from` is set).
+    fn stage(&mut self, p: Pending) -> Result<(), Pending> {
+        if self.pending.len() >= IOV_MAX && self.commit().is_err() {
+            return Err(p);
         }
+        if self.pending.is_empty() {
+            self.pending_start = self.wrote;
+        }
+        self.pending.push(p);
+        Ok(())
     }
 
-    /// Logs a failed CommitLog write: the first at once, then at most one line per
-    /// [`WRITE_ERROR_LOG_INTERVAL`] with the count in between (a full or failing disk fails
-    /// every put).
-    fn write_failed(&mut self, e: &StoreError) -> PutResult {
-        self.write_errors += 1;
-        let due = self
-            .last_write_error_log
-            .is_none_or(|t| t.elapsed() >= WRITE_ERROR_LOG_INTERVAL);
-        if due {
-            tracing::error!(error = %e, offset = self.wrote, failed_puts = self.write_errors, "CommitLog write failed; put refused");
-            self.write_errors = 0;
-            self.last_write_error_log = Some(Instant::now());
+    /// mmap mode: writes the pending bytes into the active segment with pwritev (see
+    /// `MappedFile::write_through` for why not through the mapping). On failure the pending
+    /// puts are undone: `wrote` and their queue offsets go back, nothing past `wrote` is
+    /// published, and the next put overwrites whatever reached the file.
+    fn commit(&mut self) -> Result<(), ()> {
+        if self.pending.is_empty() {
+            return Ok(());
         }
-        PutResult::failed(PutMessageStatus::UnknownError)
+        let res = match &self.active {
+            Some(a) => {
+                let bufs: Vec<&[u8]> = self.pending.iter().map(Pending::as_slice).collect();
+                a.write_through_vectored(self.pending_start - a.from_offset(), &bufs)
+            }
+            None => unreachable!("pending bytes without an active segment"),
+        };
+        match res {
+            Ok(()) => {
+                self.pending.clear();
+                Ok(())
+            }
+            Err(e) => {
+                let mut failed = 0u64;
+                for p in self.pending.drain(..).rev() {
+                    if let Some((topic, queue_id, base)) = p.undo {
+                        failed += 1;
+                        if let Some(m) = self.topic_queue_table.get_mut(&topic) {
+                            m.insert(queue_id, base);
+                        }
+                    }
+                }
+                self.wrote = self.pending_start;
+                self.failed_from = Some(self.pending_start);
+                self.write_errors += failed.max(1);
+                let due = self
+                    .last_write_error_log
+                    .is_none_or(|t| t.elapsed() >= WRITE_ERROR_LOG_INTERVAL);
+                if due {
+                    tracing::error!(error = %e, offset = self.wrote, failed_puts = self.write_errors, "CommitLog write failed; puts refused");
+                    self.write_errors = 0;
+                    self.last_write_error_log = Some(Instant::now());
+                }
+                Err(())
+            }
+        }
     }
 
     fn append(&mut self, mut req: PutRequest, now: i64) -> PutResult {
+        if self.failed_from.is_some() {
+            // A write failed earlier in this batch: the disk refuses writes right now.
+            self.write_errors += 1;
+            return PutResult::failed(PutMessageStatus::UnknownError);
+        }
         let file_size = self.shared.log.file_size();
         let len = req.records.len() as u64;
         if len + BLANK_RECORD_SIZE as u64 > file_size {
@@ -291,11 +388,26 @@ impl AppendStage {
             let remaining = file_size - pos;
             let mut blank = [0u8; BLANK_RECORD_SIZE];
             record::encode_blank(remaining as i32, &mut blank);
-            self.wait_ring_room(BLANK_RECORD_SIZE as u64);
-            if let Err(e) = self.write(&blank) {
-                return self.write_failed(&e);
+            match &self.ring {
+                Some(ring) => {
+                    self.wait_ring_room(BLANK_RECORD_SIZE as u64);
+                    ring.write(self.wrote, &blank);
+                }
+                None => {
+                    let blank = Pending {
+                        bytes: PendingBytes::Blank(blank),
+                        undo: None,
+                    };
+                    if self.stage(blank).is_err() {
+                        return PutResult::failed(PutMessageStatus::UnknownError);
+                    }
+                }
             }
             self.wrote += remaining;
+            // The old segment's bytes go out before the switch.
+            if self.commit().is_err() {
+                return PutResult::failed(PutMessageStatus::UnknownError);
+            }
             if let Err(e) = self.roll() {
                 tracing::error!(error = %e, offset = self.wrote, "CommitLog roll-over failed");
                 return PutResult::failed(PutMessageStatus::CreateMappedFileFailed);
@@ -339,22 +451,46 @@ impl AppendStage {
             off += size;
             n += 1;
         }
-        self.wait_ring_room(len);
-        if let Err(e) = self.write(&req.records) {
-            return self.write_failed(&e);
-        }
-        self.wrote += len;
         if uses_queue_offset {
             match self.topic_queue_table.get_mut(req.topic.as_str()) {
                 Some(m) => *m.entry(req.queue_id).or_insert(0) = base_queue_offset + n,
                 None => {
                     self.topic_queue_table
-                        .entry(std::mem::take(&mut req.topic))
+                        .entry(req.topic.clone())
                         .or_default()
                         .insert(req.queue_id, base_queue_offset + n);
                 }
             }
         }
+        match &self.ring {
+            Some(ring) => {
+                self.wait_ring_room(len);
+                ring.write(self.wrote, &req.records);
+            }
+            None => {
+                let undo = uses_queue_offset.then(|| {
+                    (
+                        std::mem::take(&mut req.topic),
+                        req.queue_id,
+                        base_queue_offset,
+                    )
+                });
+                let p = Pending {
+                    bytes: PendingBytes::Records(std::mem::take(&mut req.records)),
+                    undo,
+                };
+                if let Err(p) = self.stage(p) {
+                    // Earlier pending puts were undone by the failed write; undo this one.
+                    if let Some((topic, queue_id, base)) = p.undo {
+                        if let Some(m) = self.topic_queue_table.get_mut(&topic) {
+                            m.insert(queue_id, base);
+                        }
+                    }
+                    return PutResult::failed(PutMessageStatus::UnknownError);
+                }
+            }
+        }
+        self.wrote += len;
         PutResult {
             status: PutMessageStatus::PutOk,
             wrote_offset: start as i64,

@@ -8,7 +8,8 @@ filtering in PULL_MESSAGE (PULL_RETRY_IMMEDIATELY when nothing examined matched)
 woken by arrivals; delay levels
 (`messageDelayLevel`) through a timer; CONSUMER_SEND_MSG_BACK to `%RETRY%group` with
 `3 + reconsumeTimes` delay, or `%DLQ%group` once reconsumeTimes >= maxReconsumeTimes;
-transactional half messages committed/rolled back by END_TRANSACTION; the 4 MiB body limit
+transactional half messages committed/rolled back by END_TRANSACTION, and checked back with
+CHECK_TRANSACTION_STATE on the producer's connection (transactionCheckInterval/TimeOut); the 4 MiB body limit
 (MESSAGE_ILLEGAL); UNREGISTER_CLIENT; and a store that survives a restart (pickled under
 storePathRootDir on SIGTERM). It is a model written from the specs for exercising scenario
 logic, not a reference: when it and ringmq disagree, the specs decide.
@@ -226,7 +227,8 @@ def _coerce(a: Any, b: Any) -> Tuple[Any, Any]:
 
 class RichFakeBroker(FakeServer):
     def __init__(self, *, store_dir: str, delay_levels: str = DEFAULT_LEVELS, breaks: Optional[set] = None,
-                 on_topics_changed: Optional[Callable[[], None]] = None, **kw: Any):
+                 on_topics_changed: Optional[Callable[[], None]] = None, tx_check_interval_ms: int = 30000,
+                 tx_timeout_ms: int = 6000, **kw: Any):
         super().__init__(namesrv=False, broker=True, **kw)
         self.store_dir = store_dir
         self.levels = parse_levels(delay_levels)
@@ -242,9 +244,13 @@ class RichFakeBroker(FakeServer):
         self.stored_count = 0
         self._load()
         self._save_lock = threading.Lock()
-        t = threading.Thread(target=self._delay_loop, daemon=True, name="fake-delay")
-        t.start()
-        self._threads.append(t)
+        self.tx_check_interval = tx_check_interval_ms / 1000.0
+        self.tx_timeout = tx_timeout_ms / 1000.0
+        self.half_conns: Dict[int, _Conn] = {}
+        for target, name in ((self._delay_loop, "fake-delay"), (self._tx_check_loop, "fake-tx-check")):
+            t = threading.Thread(target=target, daemon=True, name=name)
+            t.start()
+            self._threads.append(t)
 
     # ---- persistence ---------------------------------------------------------------------
 
@@ -382,6 +388,33 @@ class RichFakeBroker(FakeServer):
                 self.persist()
             self._stop.wait(0.05)
 
+    def _tx_check_loop(self) -> None:
+        """CHECK_TRANSACTION_STATE (39) to the producer connection of each half message older
+        than the transaction timeout, every check interval (headers.md §7.3)."""
+        opaque = 1_000_000
+        while not self._stop.wait(self.tx_check_interval):
+            if "no-tx" in self.breaks:
+                continue
+            now = time.time()
+            with self._cv:
+                due = [(phys, h) for phys, h in self.half.items() if now - h.get("t", now) >= self.tx_timeout]
+            for phys, h in due:
+                conn = self.half_conns.get(phys)
+                if conn is None or conn.closed:
+                    continue
+                props = dict(h["props"], TRAN_MSG="true", PGROUP=h.get("pgroup", ""))
+                rec = rm.encode_stored_record(topic=h["topic"], queue_id=h["queue_id"], flag=h["flag"], queue_offset=0,
+                                              phys_offset=phys, sys_flag=0, born_ts=h["born_ts"],
+                                              born_host=h["born_host"], store_ts=int(h.get("t", now) * 1000),
+                                              store_host=self.broker_addr, body=h["body"],
+                                              properties=rm.properties_string(props), reconsume_times=h["reconsume"])
+                uniq = h["props"].get("UNIQ_KEY", "")
+                ext = {"topic": h["topic"], "tranStateTableOffset": "0", "commitLogOffset": str(phys),
+                       "msgId": uniq, "transactionId": uniq, "offsetMsgId": rm.offset_msg_id(self.broker_addr, phys),
+                       "bname": self.broker_name}
+                opaque += 1
+                conn.send(rm.make_request(rm.CHECK_TRANSACTION_STATE, ext, rec, opaque=opaque, oneway=True))
+
     def _level_delay(self, level: int) -> float:
         level = max(1, min(level, len(self.levels)))
         d = self.levels[level - 1]
@@ -464,7 +497,8 @@ class RichFakeBroker(FakeServer):
                     self.half[phys] = {"topic": topic, "queue_id": queue_id, "flag": m["flag"], "sys_flag": 0,
                                        "born_ts": born_ts, "born_host": conn.peer, "body": m["body"],
                                        "props": {k: v for k, v in p.items() if k not in ("TRAN_MSG", "PGROUP")},
-                                       "reconsume": reconsume}
+                                       "reconsume": reconsume, "t": time.time(), "pgroup": p.get("PGROUP", "")}
+                    self.half_conns[phys] = conn
                     ids.append(rm.offset_msg_id(self.broker_addr, phys))
                     tx_id = p["UNIQ_KEY"]
                     qoff = 0

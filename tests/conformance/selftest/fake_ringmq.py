@@ -85,7 +85,9 @@ def main() -> int:
                              store_dir=props.get("storePathRootDir", os.path.join(os.getcwd(), "store")),
                              delay_levels=props.get("messageDelayLevel",
                                                     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"),
-                             breaks=breaks, on_topics_changed=wake.set)
+                             breaks=breaks, on_topics_changed=wake.set,
+                             tx_check_interval_ms=int(props.get("transactionCheckInterval", "30000")),
+                             tx_timeout_ms=int(props.get("transactionTimeOut", "6000")))
         srv.start()
         log(f"listening on {srv.broker_addr} (break modes: {sorted(breaks) or 'none'})")
         deadline = time.monotonic() + 600

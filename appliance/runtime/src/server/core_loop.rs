@@ -8,6 +8,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
@@ -149,6 +150,28 @@ impl CoreShared {
     }
 }
 
+/// Hasher for connection ids: they are small distinct integers (core index in the top
+/// bits, a sequence below), so one multiply mixes them well enough. SipHash showed up in
+/// the per-response lookup of the owning connection.
+#[derive(Default)]
+pub(crate) struct ConnIdHasher(u64);
+
+impl Hasher for ConnIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub(crate) type ConnMap = HashMap<u64, Rc<ConnLocal>, BuildHasherDefault<ConnIdHasher>>;
+
 /// The core-owned state.
 pub(crate) struct CoreLocal {
     pub(crate) shared: Arc<CoreShared>,
@@ -157,7 +180,7 @@ pub(crate) struct CoreLocal {
     pub(crate) handler: Arc<dyn RequestHandler>,
     pub(crate) decoder: FrameDecoder,
     pub(crate) tuning: ServerTuning,
-    pub(crate) conns: RefCell<HashMap<u64, Rc<ConnLocal>>>,
+    pub(crate) conns: RefCell<ConnMap>,
     next_conn_seq: Cell<u64>,
     /// Deferred requests outstanding on this core (admission against `in_flight_limit`).
     pub(crate) in_flight: Cell<usize>,
@@ -710,7 +733,7 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
         handler: setup.handler,
         decoder: setup.decoder,
         tuning: setup.tuning,
-        conns: RefCell::new(HashMap::new()),
+        conns: RefCell::new(ConnMap::default()),
         next_conn_seq: Cell::new(0),
         in_flight: Cell::new(0),
         in_flight_limit: setup.in_flight_limit,
