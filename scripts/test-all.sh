@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test ringmq has, in the order a failure is cheapest to see:
 # format, lints, unit + integration tests, then real third-party clients against the
-# built binary. The last line is the conformance runner's "N passed, N failed".
+# built binary. The last line is the conformance runner's "N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -206,8 +206,16 @@ pub struct Registrar {
 }
 
 impl Registrar {
+    /// Starts the thread and returns once the first registration round has been tried
+    /// (bounded by the per-namesrv timeout), so a broker reports itself ready only after
+    /// it is routable — or after every name server had its chance to answer.
     pub fn start(ctx: Arc<BrokerContext>) -> Self {
         let (tx, rx) = mpsc::channel();
+        let (first_round_tx, first_round_rx) = mpsc::sync_channel::<usize>(1);
+        let first_round_wait = Duration::from_millis(
+            ctx.config.register_broker_timeout_ms.clamp(100, 60_000)
+                * (ctx.config.namesrv_addrs().len() as u64 + 1),
+        );
         let period = Duration::from_millis(
             ctx.config
                 .register_name_server_period_ms
@@ -220,9 +228,15 @@ impl Registrar {
                     tracing::warn!("namesrvAddr is not set: this broker is not registered with any name server");
                 }
                 let mut connections = NamesrvConnections::default();
+                let mut first_round = Some(first_round_tx);
                 loop {
-                    if !ctx.config.namesrv_addrs().is_empty() {
-                        register_all(&ctx, &mut connections);
+                    let accepted = if ctx.config.namesrv_addrs().is_empty() {
+                        0
+                    } else {
+                        register_all(&ctx, &mut connections)
+                    };
+                    if let Some(done) = first_round.take() {
+                        let _ = done.send(accepted);
                     }
                     match rx.recv_timeout(period) {
                         Ok(Signal::Now) | Err(RecvTimeoutError::Timeout) => {
@@ -235,6 +249,13 @@ impl Registrar {
                 unregister_all(&ctx, &mut connections);
             })
             .expect("spawn the registration thread");
+        match first_round_rx.recv_timeout(first_round_wait) {
+            Ok(accepted) => tracing::info!(accepted, "first name server registration done"),
+            Err(_) => tracing::warn!(
+                wait_ms = first_round_wait.as_millis() as u64,
+                "first name server registration still pending; starting anyway"
+            ),
+        }
         Self {
             tx,
             handle: Some(handle),

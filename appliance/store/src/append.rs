@@ -86,6 +86,9 @@ impl Pending {
     }
 }
 
+/// Zeros a batch write is padded with up to the next page boundary.
+static ZERO_PAGE: [u8; OS_PAGE_SIZE as usize] = [0; OS_PAGE_SIZE as usize];
+
 /// Least time between two log lines about failed CommitLog writes.
 const WRITE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -305,7 +308,7 @@ impl AppendStage {
     /// pwritev, writing what is queued first when IOV_MAX buffers are waiting. Does not
     /// advance `wrote`. Err (with `p` back): a write failed (`failed_from` is set).
     fn stage(&mut self, p: Pending) -> Result<(), Pending> {
-        if self.pending.len() >= IOV_MAX && self.commit().is_err() {
+        if self.pending.len() >= IOV_MAX - 1 && self.commit().is_err() {
             return Err(p);
         }
         if self.pending.is_empty() {
@@ -325,7 +328,18 @@ impl AppendStage {
         }
         let res = match &self.active {
             Some(a) => {
-                let bufs: Vec<&[u8]> = self.pending.iter().map(Pending::as_slice).collect();
+                let mut bufs: Vec<&[u8]> = self.pending.iter().map(Pending::as_slice).collect();
+                // End the write on a page boundary with zeros (the file holds zeros past the
+                // log's end anyway, and the next batch overwrites them): a buffered write
+                // that ends inside a page whose blocks are written on disk (warmed
+                // segments, files written by Java) must first read that page, under the
+                // CommitLog tail; a whole-page write needs no read.
+                let end: u64 =
+                    self.pending_start + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+                let pad = (end.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE - end) as usize;
+                if pad > 0 {
+                    bufs.push(&ZERO_PAGE[..pad]);
+                }
                 a.write_through_vectored(self.pending_start - a.from_offset(), &bufs)
             }
             None => unreachable!("pending bytes without an active segment"),

@@ -3,11 +3,15 @@
 //! RocketMQ 5.x and vice versa, run as a pipeline of stage threads:
 //!
 //! - [`append`]: the single owner of the CommitLog tail (queue offsets, patching, copying,
-//!   roll-over), fed by producers over a bounded queue;
+//!   roll-over), fed by producers over a bounded queue; in mmap mode it writes each batch
+//!   with one pwritev into the page cache that the segments' read-only mappings share
+//!   (see [`mapped_file::MapMode`] for why not through the mapping);
 //! - [`flush`]: GroupCommit for SYNC_FLUSH and the timed ASYNC_FLUSH, in mmap mode (msync)
 //!   or direct mode ([`direct`]: O_DIRECT + io_uring from an aligned write ring);
-//! - [`reput`]: dispatch into [`consume_queue`] and [`index`], arrival notifications;
-//! - housekeeping: queue/index flush, [`checkpoint`], [`retention`].
+//! - [`reput`]: dispatch into [`consume_queue`] and [`index`], arrival notifications,
+//!   reading the log a chunk at a time (from the write ring in direct mode);
+//! - housekeeping: queue/index flush, [`checkpoint`], [`retention`], summaries of refused
+//!   puts ([`refusal`]).
 //!
 //! [`MessageStore`] is the API; [`recovery`] runs at open.
 

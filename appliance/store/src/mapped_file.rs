@@ -8,6 +8,16 @@
 //! runs before any reader exists). A file is unmapped when its last `Arc` drops, so a
 //! `Bytes` handed to the network layer keeps its segment mapped even after retention
 //! unlinked the file.
+//!
+//! Page-cache granularity (measured on 6.18/ext4, which caches regular files in large
+//! folios, up to 2 MiB): a store through a shared mapping dirties the whole folio behind
+//! the page, and writeback then writes the whole folio. Appending ~110 KiB per msync into
+//! 2 MiB folios wrote 20x the appended bytes to the device; MADV_NOHUGEPAGE does not change
+//! the folio size, only how it is mapped. Buffered writes (pwrite) mark only the written
+//! 4 KiB blocks dirty and writeback writes only those (1.04x, block-trace measured), so
+//! CommitLog segments are mapped read-only ([`MapMode::ReadOnly`]) and written with pwrite.
+//! Files that are written through their mapping (ConsumeQueue, index) are advised random,
+//! which keeps their page cache in 4 KiB folios.
 
 use crate::error::StoreError;
 use bytes::Bytes;
@@ -111,8 +121,8 @@ fn map(file: &File, path: &Path, size: u64, mode: MapMode) -> Result<NonNull<u8>
         .ok_or_else(|| StoreError::io("mmap", path, std::io::Error::other("null mapping")))
 }
 
-/// Reserves disk blocks for `[0, size)` so that later stores through the mapping cannot
-/// hit ENOSPC (which would be a SIGBUS, not an error).
+/// Reserves disk blocks for `[0, size)` so that later writes cannot hit ENOSPC (through a
+/// mapping that would be a SIGBUS, not an error).
 fn reserve(file: &File, path: &Path, size: u64) -> Result<(), StoreError> {
     // SAFETY: plain syscall on an owned fd.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size as libc::off_t) };

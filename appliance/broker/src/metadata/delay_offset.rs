@@ -64,10 +64,12 @@ impl DelayOffsetManager {
 
     /// File body (also `GET_ALL_DELAY_OFFSET`'s): fastjson dialect, bare level keys.
     pub fn encode(&self) -> String {
-        let mut out = format!(
-            "{{\"dataVersion\":{},\"offsetTable\":{{",
-            self.data_version.lock().unwrap().to_json()
-        );
+        let version = self.data_version.lock().unwrap().to_json();
+        self.encode_with(&version)
+    }
+
+    fn encode_with(&self, data_version_json: &str) -> String {
+        let mut out = format!("{{\"dataVersion\":{data_version_json},\"offsetTable\":{{");
         for (i, (level, off)) in self.table.lock().unwrap().iter().enumerate() {
             if i > 0 {
                 out.push(',');
@@ -82,8 +84,14 @@ impl DelayOffsetManager {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        self.data_version.lock().unwrap().next_version();
-        persist::write_config_file(path, &self.encode())
+        // Version bump, snapshot and write under one lock: two persisting threads must not
+        // let an older snapshot land after a newer one.
+        let mut version = self.data_version.lock().unwrap();
+        version.next_version();
+        let text = self.encode_with(&version.to_json());
+        let result = persist::write_config_file(path, &text);
+        drop(version);
+        result
     }
 }
 

@@ -342,6 +342,12 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        if self.all_utf8 {
+            // SAFETY: `text` is runs of `buf` (valid UTF-8, checked in `read`) cut only at
+            // ASCII bytes (`"`, `\\` and the escapes after them), hence whole characters,
+            // plus characters encoded by `char::encode_utf8`: valid UTF-8 throughout.
+            return Ok(Cow::Owned(unsafe { String::from_utf8_unchecked(text) }));
+        }
         String::from_utf8(text)
             .map(Cow::Owned)
             .map_err(|_| self.error("JSON string is not valid UTF-8"))

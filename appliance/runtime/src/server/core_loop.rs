@@ -603,8 +603,15 @@ pub(crate) fn start_cores(
             listener: listener.take(),
         };
         let ready = ready_tx.clone();
-        let spawned =
-            crate::cores::spawn_pinned(core.name.clone(), core.cpu, move || run_core(setup, ready));
+        let spawned = if tuning.pin_network_cores {
+            crate::cores::spawn_pinned(core.name.clone(), core.cpu, move || run_core(setup, ready))
+        } else {
+            // Small shared host (see `ServerTuning::pin_network_cores`): the scheduler may
+            // move the thread to whichever CPU is free.
+            std::thread::Builder::new()
+                .name(core.name.clone())
+                .spawn(move || run_core(setup, ready))
+        };
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {

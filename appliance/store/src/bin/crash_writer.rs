@@ -155,40 +155,58 @@ fn set_fsize_limit(bytes: u64) {
 }
 
 fn run_fsize(store: &MessageStore) {
-    let put = |i: u64| {
-        let key = format!("f-{i}");
-        let rec = encode("FsizeTopic", 0, &key, &body_for(&key, 1000));
-        store.put_blocking(PutRequest::new("FsizeTopic", 0, 0, rec, 1))
+    let put = |q: i32, key: &str| {
+        let rec = encode("FsizeTopic", q, key, &body_for(key, 1000));
+        store.put_blocking(PutRequest::new("FsizeTopic", q, 0, rec, 1))
     };
-    let mut i = 0u64;
-    for _ in 0..20 {
-        assert_eq!(put(i).status, PutMessageStatus::PutOk);
-        println!("ACK f-{i}");
-        i += 1;
+    for i in 0..20 {
+        let key = format!("f-0-{i}");
+        assert_eq!(put(0, &key).status, PutMessageStatus::PutOk);
+        println!("ACK {key} 0");
     }
     set_fsize_limit(SEGMENT_BYTES / 2);
-    let mut failed = None;
-    for _ in 0..1000 {
-        let r = put(i);
-        if r.status == PutMessageStatus::PutOk {
-            println!("ACK f-{i}");
-            i += 1;
-        } else {
-            failed = Some(r.status);
-            break;
+    // Four producers on four queues, so refused writes hit batches of several puts: every
+    // put of a failed batch must fail and leave its queue offset unused.
+    let first_failure = std::sync::Mutex::new(None);
+    std::thread::scope(|sc| {
+        for q in 0..4i32 {
+            let first_failure = &first_failure;
+            sc.spawn(move || {
+                let start = if q == 0 { 20 } else { 0 };
+                for i in start..start + 1000 {
+                    let key = format!("f-{q}-{i}");
+                    let r = put(q, &key);
+                    if r.status == PutMessageStatus::PutOk {
+                        println!("ACK {key} {q}");
+                    } else {
+                        first_failure
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(r.status);
+                        return;
+                    }
+                }
+            });
         }
-    }
+    });
+    let failed = *first_failure.lock().unwrap_or_else(|p| p.into_inner());
     println!("FAILED {:?}", failed);
     set_fsize_limit(u64::MAX);
-    for _ in 0..100 {
-        let r = put(i);
-        if r.status != PutMessageStatus::PutOk {
-            println!("RETRY-FAILED {:?}", r.status);
-            std::process::exit(4);
+    std::thread::scope(|sc| {
+        for q in 0..4i32 {
+            sc.spawn(move || {
+                for i in 0..25 {
+                    let key = format!("g-{q}-{i}");
+                    let r = put(q, &key);
+                    if r.status != PutMessageStatus::PutOk {
+                        println!("RETRY-FAILED {:?}", r.status);
+                        std::process::exit(4);
+                    }
+                    println!("ACK {key} {q}");
+                }
+            });
         }
-        println!("ACK f-{i}");
-        i += 1;
-    }
+    });
     store.shutdown();
     println!("FSIZE-OK");
 }
