@@ -675,4 +675,3 @@ mod tests {
         assert_eq!(parse_delay_levels("2d").unwrap(), vec![172_800_000]);
     }
 }
-

@@ -66,7 +66,9 @@ pub fn write_config_file(path: &Path, content: &str) -> io::Result<()> {
     // shutdown); they share the `.tmp` name, so writes are serialized. Metadata writes are
     // rare and off the hot cores, so one process-wide lock costs nothing.
     static WRITE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = WRITE_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let mut tmp_name = path.as_os_str().to_owned();

@@ -5,8 +5,8 @@
 //! Runs on its own control thread with blocking sockets: registration is off the hot cores and
 //! a slow or dead name server only delays this thread (bounded by `registerBrokerTimeoutMills`).
 
-use std::io::{Read, Write};
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};

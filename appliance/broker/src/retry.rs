@@ -188,14 +188,16 @@ pub fn consumer_send_msg_back(
     };
     let rec = match record::decode_record(&original, false) {
         Ok(Decoded::Message(r)) => r,
-        Ok(Decoded::Blank { .. }) | Err(_) => return refuse(
-            &request,
-            ResponseCode::SystemError,
-            format!(
+        Ok(Decoded::Blank { .. }) | Err(_) => {
+            return refuse(
+                &request,
+                ResponseCode::SystemError,
+                format!(
                 "look message by offset failed, {}: no message record at that commit-log offset",
                 header.offset
             ),
-        ),
+            )
+        }
     };
     let original_topic = match rec.topic() {
         Ok(t) => t.to_string(),

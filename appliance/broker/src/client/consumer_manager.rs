@@ -453,12 +453,24 @@ mod tests {
             broker_name: "b".into(),
             queue_id: 0,
         };
-        assert_eq!(l.try_lock_batch("G", std::slice::from_ref(&mq), "c1", 0).len(), 1);
+        assert_eq!(
+            l.try_lock_batch("G", std::slice::from_ref(&mq), "c1", 0)
+                .len(),
+            1
+        );
         assert!(l
             .try_lock_batch("G", std::slice::from_ref(&mq), "c2", 30_000)
             .is_empty());
-        assert_eq!(l.try_lock_batch("G", std::slice::from_ref(&mq), "c1", 30_000).len(), 1);
-        assert_eq!(l.try_lock_batch("G", std::slice::from_ref(&mq), "c2", 90_001).len(), 1);
+        assert_eq!(
+            l.try_lock_batch("G", std::slice::from_ref(&mq), "c1", 30_000)
+                .len(),
+            1
+        );
+        assert_eq!(
+            l.try_lock_batch("G", std::slice::from_ref(&mq), "c2", 90_001)
+                .len(),
+            1
+        );
         l.unlock_batch("G", std::slice::from_ref(&mq), "c1");
         assert!(
             l.try_lock_batch("G", std::slice::from_ref(&mq), "c1", 90_002)

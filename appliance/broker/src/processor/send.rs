@@ -21,6 +21,7 @@ use ringmq_remoting::{ExtFields, RemotingCommand};
 use crate::context::{
     error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
 };
+use crate::log_limit::RefusalLog;
 use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
 use crate::metrics::MessageType;
 use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
@@ -211,11 +212,12 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
                         result.msg_num.max(0) as u64,
                         result.wrote_bytes.max(0) as u64,
                     );
-                } else {
+                } else if let Some(suppressed) = ONEWAY_NOT_STORED_LOG.admit(result.status as i32) {
                     tracing::warn!(
                         topic = topic_for_log,
                         queue_id,
                         status = result.status.name(),
+                        suppressed,
                         "oneway send not stored"
                     );
                 }
@@ -274,8 +276,15 @@ impl StoredStatus for PutResult {
     }
 }
 
+/// Refusal log limits, one per call site (see [`crate::log_limit`]).
+static ONEWAY_NOT_STORED_LOG: RefusalLog = RefusalLog::new();
+static REFUSED_LOG: RefusalLog = RefusalLog::new();
+static NOT_STORED_LOG: RefusalLog = RefusalLog::new();
+
 fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) -> Handled {
-    tracing::warn!(code = code.name(), "send refused: {remark}");
+    if let Some(suppressed) = REFUSED_LOG.admit(code.code()) {
+        tracing::warn!(code = code.name(), suppressed, "send refused: {remark}");
+    }
     if request.is_oneway() {
         return Handled::Nothing;
     }
@@ -690,7 +699,9 @@ fn put_response(
     response.code = code.code();
     response.remark = remark;
     if !result.status_is_stored() {
-        tracing::warn!(status = result.status.name(), "send not stored");
+        if let Some(suppressed) = NOT_STORED_LOG.admit(result.status as i32) {
+            tracing::warn!(status = result.status.name(), suppressed, "send not stored");
+        }
         return response;
     }
     // This runs on the store's append thread for every send: the header is built from
