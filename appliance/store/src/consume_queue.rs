@@ -14,6 +14,9 @@ use std::sync::{Arc, RwLock};
 
 /// Bytes of one unit.
 pub const CQ_UNIT_SIZE: usize = 20;
+/// How far ahead of its scan recovery reads a ConsumeQueue file (a multiple of the unit
+/// size, so the scan lands on it).
+const RECOVER_READ_AHEAD_BYTES: u64 = 256 * 1000;
 
 /// One unit as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,15 +110,10 @@ impl ConsumeQueue {
             }
         }
         let mut files = Vec::new();
-        let n = listed.len();
-        for (i, (off, path)) in listed.into_iter().enumerate() {
+        for (off, path) in listed {
             let f = MappedFile::open(&path, off, file_size, MapMode::ReadWrite)?;
-            // As for new files (the last one is appended to); the files `recover` scans are
-            // read in first in large requests, which still yields 4 KiB pages.
+            // As for new files: the last one is appended to through the mapping.
             f.advise_random();
-            if i + 3 >= n {
-                f.will_need(0, file_size);
-            }
             files.push(Arc::new(f));
         }
         *cq.files.write().unwrap_or_else(|p| p.into_inner()) = files;
@@ -134,6 +132,11 @@ impl ConsumeQueue {
         'files: for f in &files[start..] {
             let mut pos = 0u64;
             while pos + CQ_UNIT_SIZE as u64 <= f.size() {
+                if pos.is_multiple_of(RECOVER_READ_AHEAD_BYTES) {
+                    // The mapping is advised random (4 KiB per fault): read ahead of the
+                    // scan in large requests, which still fills the cache in 4 KiB pages.
+                    f.will_need(pos, RECOVER_READ_AHEAD_BYTES);
+                }
                 let u = CqUnit::decode(f.slice(pos, CQ_UNIT_SIZE));
                 if !u.is_valid() {
                     f.set_wrote(pos);

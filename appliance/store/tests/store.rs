@@ -929,3 +929,293 @@ fn file_size_limit_fails_allocation_without_corruption() {
     assert_eq!(acked.len(), 4);
     store.shutdown();
 }
+
+/// Pages of the file at `path` that are in the page cache, and its page count (mincore over
+/// a fresh read-only mapping reports page-cache residency for file mappings).
+fn resident_pages(path: &Path) -> (usize, usize) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    let pages = len.div_ceil(4096);
+    // SAFETY: read-only shared mapping of a file we opened, checked against MAP_FAILED and
+    // unmapped below; it is never dereferenced, only passed to mincore.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `vec` has one byte per page of the mapping, as mincore requires.
+    let rc = unsafe { libc::mincore(p, len, vec.as_mut_ptr()) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: unmapping exactly the mapping made above.
+    unsafe { libc::munmap(p, len) };
+    assert_eq!(rc, 0, "mincore: {err}");
+    (vec.iter().filter(|b| **b & 1 != 0).count(), pages)
+}
+
+fn segment_path(dir: &Path, offset: u64) -> PathBuf {
+    dir.join("commitlog").join(format!("{offset:020}"))
+}
+
+/// The segment the first put goes to exists when `open` returns (the first put never waits
+/// for a file to be created), and creating segments neither faults in nor dirties their
+/// pages: only the bytes appended reach the page cache (mmap mode), or none at all (direct
+/// mode, where reput and readers take recent bytes from the write ring).
+#[test]
+fn segments_exist_at_open_and_stay_out_of_the_page_cache_until_written() {
+    const SEG_1M: u64 = 1024 * 1024;
+    for mode in [WriteMode::Mmap, WriteMode::Direct] {
+        let dir = temp_dir("prealloc");
+        let cfg = StoreConfig {
+            mapped_file_size_commit_log: SEG_1M,
+            ..config(&dir, FlushDiskType::SyncFlush, mode)
+        };
+        let store = MessageStore::open(cfg).unwrap();
+        let seg0 = segment_path(&dir, 0);
+        assert_eq!(
+            std::fs::metadata(&seg0).map(|m| m.len()).ok(),
+            Some(SEG_1M),
+            "{mode:?}: segment 0 created by open"
+        );
+        assert_eq!(resident_pages(&seg0).0, 0, "{mode:?}: nothing faulted in");
+        let mut end = 0;
+        for i in 0..10 {
+            let r = put(&store, "P", 0, &format!("p{i}"), 1000);
+            assert_eq!(r.status, PutMessageStatus::PutOk);
+            end = r.wrote_offset as u64 + r.wrote_bytes as u64;
+        }
+        // The allocator prepares the next segment in the background.
+        let seg1 = segment_path(&dir, SEG_1M);
+        wait_until("next segment", || {
+            std::fs::metadata(&seg1).is_ok_and(|m| m.len() == SEG_1M)
+        });
+        wait_until("dispatch", || store.max_offset_in_queue("P", 0) == 10);
+        let g = store.get_message("P", 0, 0, 32, 1 << 20, &AcceptAll);
+        assert_eq!(g.messages.len(), 10);
+        let (res0, pages) = resident_pages(&seg0);
+        match mode {
+            WriteMode::Mmap => assert!(
+                res0 <= end.div_ceil(4096) as usize + 1,
+                "only appended pages are cached: {res0} of {pages} for {end} bytes"
+            ),
+            WriteMode::Direct => assert_eq!(
+                res0, 0,
+                "direct mode: O_DIRECT writes, reads served from the ring"
+            ),
+        }
+        assert_eq!(
+            resident_pages(&seg1).0,
+            0,
+            "{mode:?}: next segment untouched"
+        );
+        drop(g);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A store whose log ends exactly at a segment end (BLANK filler) gets its next segment at
+/// open, not at the first put.
+#[test]
+fn reopen_at_a_full_segment_creates_the_next_at_open() {
+    let dir = temp_dir("fullseg");
+    let cfg = config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    // Fill segment 0 until a put lands in segment 1, then cut the log back to segment 0's
+    // end by deleting the later segments while closed.
+    let mut i = 0;
+    loop {
+        let r = put(&store, "F", 0, &format!("f{i}"), 2000);
+        i += 1;
+        if r.wrote_offset as u64 >= SEG {
+            break;
+        }
+    }
+    store.shutdown();
+    for e in std::fs::read_dir(dir.join("commitlog")).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != *format!("{:020}", 0).as_str() {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    std::fs::write(dir.join("abort"), "1").unwrap();
+    let store = MessageStore::open(cfg).unwrap();
+    assert_eq!(store.commit_log_max_offset() as u64, SEG);
+    assert!(
+        segment_path(&dir, SEG).exists(),
+        "segment 1 exists before the first put"
+    );
+    let r = put(&store, "F", 0, "after", 10);
+    assert_eq!(r.wrote_offset as u64, SEG);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Permissions (`r--s`, `rw-s`, ...) of this process's mappings of `path`.
+fn mapping_perms(path: &Path) -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let want = path.to_str().unwrap();
+    maps.lines()
+        .filter(|l| l.ends_with(want))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect()
+}
+
+/// CommitLog segments are appended to with pwrite into the page cache the mapping shares,
+/// and the mapping is read-only, so nothing can store through it: a store through a shared
+/// mapping dirties the whole page-cache folio behind the page (2 MiB on ext4 with large
+/// folios), and each later flush wrote all of it back (17-19x the log's growth). Consumers
+/// still read through the mapping. ConsumeQueue files stay writable mappings.
+#[test]
+fn commit_log_segments_are_mapped_read_only() {
+    for mode in [WriteMode::Mmap, WriteMode::Direct] {
+        let dir = temp_dir("readonly");
+        let store = MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, mode)).unwrap();
+        for i in 0..40 {
+            assert_eq!(
+                put(&store, "D", 0, &format!("d{i}"), 1000).status,
+                PutMessageStatus::PutOk
+            );
+        }
+        wait_until("dispatch", || store.max_offset_in_queue("D", 0) == 40);
+        let g = store.get_message("D", 0, 0, 32, 1 << 20, &AcceptAll);
+        assert_eq!(g.messages.len(), 32);
+        assert_eq!(key_of(&decode(&g.messages[31])), "d31");
+        let perms = mapping_perms(&segment_path(&dir, 0));
+        assert!(
+            !perms.is_empty() && perms.iter().all(|p| p == "r--s"),
+            "{mode:?}: segment mappings {perms:?}"
+        );
+        let cq = dir.join("consumequeue/D/0").join(format!("{:020}", 0));
+        assert_eq!(mapping_perms(&cq), vec!["rw-s".to_string()]);
+        drop(g);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// `warmMapedFileEnable`: new segments are zero-filled on disk (written extents, not holes
+/// or unwritten ones) before use, without passing through the page cache.
+#[test]
+fn warm_mapped_file_zero_fills_segments_on_disk() {
+    use std::os::fd::AsRawFd;
+    let dir = temp_dir("warm");
+    let cfg = StoreConfig {
+        warm_mapped_file_enable: true,
+        ..config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap)
+    };
+    let store = MessageStore::open(cfg).unwrap();
+    let seg0 = segment_path(&dir, 0);
+    let f = std::fs::File::open(&seg0).unwrap();
+    for at in [0, SEG - 4096] {
+        // SAFETY: plain syscall on an fd we own.
+        let data = unsafe { libc::lseek(f.as_raw_fd(), at as libc::off_t, libc::SEEK_DATA) };
+        assert_eq!(data, at as i64, "zeros written at {at}");
+    }
+    assert_eq!(resident_pages(&seg0).0, 0, "zeroed without the page cache");
+    for i in 0..100 {
+        assert_eq!(
+            put(&store, "W", 0, &format!("w{i}"), 900).status,
+            PutMessageStatus::PutOk
+        );
+    }
+    wait_until("dispatch", || store.max_offset_in_queue("W", 0) == 100);
+    let g = store.get_message("W", 0, 90, 32, 1 << 20, &AcceptAll);
+    assert_eq!(key_of(&decode(&g.messages[9])), "w99");
+    drop(g);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Direct mode with a ring much smaller than the log: readers and the reput stage get
+/// bytes that left the ring from the file, bytes still in it from the ring, and both are
+/// the records that were written.
+#[test]
+fn direct_reads_are_correct_after_the_ring_wrapped() {
+    for flush in [FlushDiskType::SyncFlush, FlushDiskType::AsyncFlush] {
+        let dir = temp_dir("ringwrap");
+        let cfg = StoreConfig {
+            direct_write_ring_size_bytes: 64 * 1024,
+            ..config(&dir, flush, WriteMode::Direct)
+        };
+        let store = MessageStore::open(cfg).unwrap();
+        // Slow dispatch down so the reput stage falls more than a ring behind and reads
+        // chunks that left the ring from the disk.
+        store.add_arrival_listener(Arc::new(|_ev: &ringmq_store::ArrivalEvent<'_>| {
+            std::thread::sleep(Duration::from_millis(1));
+        }));
+        let mut results = Vec::new();
+        for i in 0..400 {
+            let body = 300 + (i as usize * 37) % 1500;
+            // A 64 KiB ring fills up between timed flushes: retry the refusal as clients do.
+            let mut r = put(&store, "R", i % 2, &format!("r{i}"), body);
+            while r.status == PutMessageStatus::OsPageCacheBusy {
+                std::thread::sleep(Duration::from_millis(2));
+                r = put(&store, "R", i % 2, &format!("r{i}"), body);
+            }
+            assert_eq!(r.status, PutMessageStatus::PutOk, "{flush:?} put {i}");
+            results.push(r);
+        }
+        wait_until("dispatch", || {
+            store.max_offset_in_queue("R", 0) == 200 && store.max_offset_in_queue("R", 1) == 200
+        });
+        for (i, r) in results.iter().enumerate() {
+            let m = store.look_message_by_offset(r.wrote_offset).unwrap();
+            let rec = decode(&m); // CRC-checked
+            assert_eq!(key_of(&rec), format!("r{i}"), "{flush:?}");
+        }
+        for qid in 0..2 {
+            let mut next = 0;
+            while next < 200 {
+                let g = store.get_message("R", qid, next, 32, 1 << 22, &AcceptAll);
+                assert_eq!(g.status, GetMessageStatus::Found);
+                for (m, qo) in g.messages.iter().zip(&g.message_queue_offsets) {
+                    let i = (*qo * 2 + qid as i64) as usize;
+                    assert_eq!(key_of(&decode(m)), format!("r{i}"), "{flush:?}");
+                }
+                next = g.next_begin_offset;
+            }
+        }
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Shutdown waits at most ~5 s for dispatch to catch up, however slow dispatch is (here:
+/// an arrival listener that takes 20 ms per message, 40 s of work), keeps `abort` because
+/// dispatch is behind, and the next start redispatches what was missing.
+#[test]
+fn shutdown_is_bounded_when_dispatch_is_slow() {
+    let dir = temp_dir("slowreput");
+    let cfg = config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    store.add_arrival_listener(Arc::new(|_ev: &ringmq_store::ArrivalEvent<'_>| {
+        std::thread::sleep(Duration::from_millis(20));
+    }));
+    for i in 0..2000 {
+        assert_eq!(
+            put(&store, "S", 0, &format!("s{i}"), 50).status,
+            PutMessageStatus::PutOk
+        );
+    }
+    let t = Instant::now();
+    store.shutdown();
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "shutdown took {took:?} with dispatch far behind"
+    );
+    assert!(dir.join("abort").exists(), "dispatch behind: unclean");
+    let store = MessageStore::open(cfg).unwrap();
+    assert!(!store.last_exit_ok());
+    assert_eq!(store.max_offset_in_queue("S", 0), 2000);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
