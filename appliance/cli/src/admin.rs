@@ -93,7 +93,9 @@ async fn dispatch(name: &str, ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
         "wipeWritePerm" => namesrv::wipe_write_perm(ctx, m, out).await,
         "addWritePerm" => namesrv::add_write_perm(ctx, m, out).await,
         "statsAll" => stats::stats_all(ctx, m, out).await,
-        other => Err(AdminError::Usage(format!("the sub command {other} is listed but not wired"))),
+        other => Err(AdminError::Usage(format!(
+            "the sub command {other} is listed but not wired"
+        ))),
     }
 }
 
@@ -114,14 +116,20 @@ pub fn main(args: &[String]) -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 None => {
-                    eprintln!("mqadmin: the sub command {sub} does not exist\n\n{}", command_list());
+                    eprintln!(
+                        "mqadmin: the sub command {sub} does not exist\n\n{}",
+                        command_list()
+                    );
                     ExitCode::from(2)
                 }
             },
         };
     }
     let Some(cmd) = find(name) else {
-        eprintln!("mqadmin: the sub command {name} does not exist\n\n{}", command_list());
+        eprintln!(
+            "mqadmin: the sub command {name} does not exist\n\n{}",
+            command_list()
+        );
         return ExitCode::from(2);
     };
     let m = match cli::parse(cmd, &args[1..]) {
@@ -169,21 +177,54 @@ mod tests {
         // listed command must be known to dispatch (checked by source inspection here).
         let src = include_str!("admin.rs");
         for n in &names {
-            assert!(src.contains(&format!("\"{n}\" =>")), "{n} is not dispatched");
+            assert!(
+                src.contains(&format!("\"{n}\" =>")),
+                "{n} is not dispatched"
+            );
         }
     }
 
     #[test]
     fn required_commands_exist() {
         for n in [
-            "updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "topicClusterList",
-            "updateTopicPerm", "clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
-            "updateSubGroup", "deleteSubGroup", "consumerProgress", "consumerConnection", "producerConnection",
-            "consumerStatus", "resetOffsetByTime", "queryMsgById", "queryMsgByKey", "queryMsgByOffset",
-            "queryMsgByUniqueKey", "printMsg", "printMsgByQueue", "sendMessage", "consumeMessage",
-            "checkMsgSendRT", "clusterRT", "statsAll", "getNamesrvConfig", "updateNamesrvConfig",
-            "updateKvConfig", "deleteKvConfig", "wipeWritePerm", "addWritePerm", "cleanExpiredCQ",
-            "cleanUnusedTopic", "brokerConsumeStats",
+            "updateTopic",
+            "deleteTopic",
+            "topicList",
+            "topicRoute",
+            "topicStatus",
+            "topicClusterList",
+            "updateTopicPerm",
+            "clusterList",
+            "brokerStatus",
+            "getBrokerConfig",
+            "updateBrokerConfig",
+            "updateSubGroup",
+            "deleteSubGroup",
+            "consumerProgress",
+            "consumerConnection",
+            "producerConnection",
+            "consumerStatus",
+            "resetOffsetByTime",
+            "queryMsgById",
+            "queryMsgByKey",
+            "queryMsgByOffset",
+            "queryMsgByUniqueKey",
+            "printMsg",
+            "printMsgByQueue",
+            "sendMessage",
+            "consumeMessage",
+            "checkMsgSendRT",
+            "clusterRT",
+            "statsAll",
+            "getNamesrvConfig",
+            "updateNamesrvConfig",
+            "updateKvConfig",
+            "deleteKvConfig",
+            "wipeWritePerm",
+            "addWritePerm",
+            "cleanExpiredCQ",
+            "cleanUnusedTopic",
+            "brokerConsumeStats",
         ] {
             assert!(find(n).is_some(), "{n} missing");
         }
@@ -195,7 +236,13 @@ mod tests {
             let opts = c.all_opts();
             for (i, a) in opts.iter().enumerate() {
                 for b in &opts[i + 1..] {
-                    assert_ne!(a.long.trim(), b.long.trim(), "{}: --{} twice", c.name, a.long);
+                    assert_ne!(
+                        a.long.trim(),
+                        b.long.trim(),
+                        "{}: --{} twice",
+                        c.name,
+                        a.long
+                    );
                     if a.short.is_some() {
                         assert_ne!(a.short, b.short, "{}: -{:?} twice", c.name, a.short);
                     }
@@ -203,7 +250,11 @@ mod tests {
             }
             for group in c.one_of {
                 for l in *group {
-                    assert!(opts.iter().any(|o| o.long == *l), "{}: one_of names unknown --{l}", c.name);
+                    assert!(
+                        opts.iter().any(|o| o.long == *l),
+                        "{}: one_of names unknown --{l}",
+                        c.name
+                    );
                 }
             }
         }
@@ -213,7 +264,12 @@ mod tests {
     fn mqadmin_option_spellings() {
         // Spot checks against mqadmin's option tables.
         let o = |cmd: &str, short: &str| {
-            find(cmd).unwrap().all_opts().into_iter().find(|x| x.short == Some(short)).map(|x| (x.long.trim(), x.arg, x.required))
+            find(cmd)
+                .unwrap()
+                .all_opts()
+                .into_iter()
+                .find(|x| x.short == Some(short))
+                .map(|x| (x.long.trim(), x.arg, x.required))
         };
         assert_eq!(o("updateTopic", "t"), Some(("topic", true, true)));
         assert_eq!(o("updateTopic", "c"), Some(("clusterName", true, false)));
@@ -221,7 +277,10 @@ mod tests {
         assert_eq!(o("clusterList", "i"), Some(("interval", true, false)));
         assert_eq!(o("topicRoute", "l"), Some(("list", false, false)));
         assert_eq!(o("consumerProgress", "g"), Some(("groupName", true, false)));
-        assert_eq!(o("consumerConnection", "g"), Some(("consumerGroup", true, true)));
+        assert_eq!(
+            o("consumerConnection", "g"),
+            Some(("consumerGroup", true, true))
+        );
         assert_eq!(o("resetOffsetByTime", "s"), Some(("timestamp", true, true)));
         assert_eq!(o("resetOffsetByTime", "c"), Some(("cluster", true, false)));
         assert_eq!(o("queryMsgByKey", "k"), Some(("msgKey", true, true)));
@@ -229,8 +288,14 @@ mod tests {
         assert_eq!(o("sendMessage", "p"), Some(("body", true, true)));
         assert_eq!(o("updateKvConfig", "s"), Some(("namespace", true, true)));
         assert_eq!(o("wipeWritePerm", "b"), Some(("brokerName", true, true)));
-        assert_eq!(o("brokerConsumeStats", "b"), Some(("brokerAddr", true, true)));
+        assert_eq!(
+            o("brokerConsumeStats", "b"),
+            Some(("brokerAddr", true, true))
+        );
         assert_eq!(o("statsAll", "a"), Some(("activeTopic", false, false)));
-        assert_eq!(o("getNamesrvConfig", "n"), Some(("namesrvAddr", true, false)));
+        assert_eq!(
+            o("getNamesrvConfig", "n"),
+            Some(("namesrvAddr", true, false))
+        );
     }
 }

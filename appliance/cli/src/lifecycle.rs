@@ -78,7 +78,10 @@ impl Watchdog {
                 }
             })
             .expect("spawning the watchdog thread");
-        Watchdog { stop, thread: Some(thread) }
+        Watchdog {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 

@@ -31,7 +31,9 @@ fn parse_flags(args: &[String], command: &str) -> Result<ServeFlags, String> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-c" | "--configFile" => {
-                let value = it.next().ok_or_else(|| format!("{arg} needs a file path"))?;
+                let value = it
+                    .next()
+                    .ok_or_else(|| format!("{arg} needs a file path"))?;
                 flags.config_file = Some(PathBuf::from(value));
             }
             "-n" | "--namesrvAddr" => {
@@ -56,7 +58,11 @@ fn read_config_text(path: Option<&Path>) -> Result<String, String> {
 
 fn report_unknown_keys(file: &str, unknown: &[String]) {
     for key in unknown {
-        tracing::warn!(file, key = key.as_str(), "unknown configuration key ignored");
+        tracing::warn!(
+            file,
+            key = key.as_str(),
+            "unknown configuration key ignored"
+        );
     }
 }
 
@@ -68,7 +74,10 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 fn load_namesrv_config(flags: &ServeFlags) -> Result<NamesrvConfig, String> {
     let text = read_config_text(flags.config_file.as_deref())?;
     let load = NamesrvConfig::load(&text).map_err(|e| {
-        let file = flags.config_file.as_deref().unwrap_or(Path::new("namesrv.conf"));
+        let file = flags
+            .config_file
+            .as_deref()
+            .unwrap_or(Path::new("namesrv.conf"));
         format!("{} is not a valid properties file: {e}", file.display())
     })?;
     report_unknown_keys("namesrv.conf", &load.unknown_keys);
@@ -221,7 +230,11 @@ pub fn up(args: &[String]) -> ExitCode {
     lifecycle::block_shutdown_signals();
     let namesrv = match Namesrv::start(namesrv_config) {
         Ok(n) => n,
-        Err(e) => return fail(format!("namesrv failed to start on port {namesrv_port}: {e}")),
+        Err(e) => {
+            return fail(format!(
+                "namesrv failed to start on port {namesrv_port}: {e}"
+            ))
+        }
     };
     let broker = match Broker::start(broker_config) {
         Ok(b) => b,
@@ -279,11 +292,9 @@ fn probe(addr: SocketAddr) -> bool {
     };
     let _ = stream.set_read_timeout(Some(PROBE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(PROBE_TIMEOUT));
-    let request = RemotingCommand::request(
-        ringmq_remoting::RequestCode::GetRouteinfoByTopic.code(),
-        1,
-    )
-    .with_ext("topic", "TBW102");
+    let request =
+        RemotingCommand::request(ringmq_remoting::RequestCode::GetRouteinfoByTopic.code(), 1)
+            .with_ext("topic", "TBW102");
     let mut out = BytesMut::new();
     request.encode(&mut out);
     if stream.write_all(&out).is_err() {
@@ -313,7 +324,11 @@ pub fn bench(args: &[String]) -> ExitCode {
         Ok(bench_args) => bench_args,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match ringmq_client::bench::run_bench(bench_args) {

@@ -193,7 +193,10 @@ fn state_of(setting: &Setting) -> State {
 
 fn check(settings: &[Setting]) -> ExitCode {
     let width = settings.iter().map(|s| s.name.len()).max().unwrap_or(10);
-    println!("{:<width$}  {:<22} {:<22} STATUS", "SETTING", "CURRENT", "RECOMMENDED");
+    println!(
+        "{:<width$}  {:<22} {:<22} STATUS",
+        "SETTING", "CURRENT", "RECOMMENDED"
+    );
     let mut drift = 0;
     for setting in settings {
         let (current, status) = match state_of(setting) {
@@ -215,7 +218,10 @@ fn check(settings: &[Setting]) -> ExitCode {
             println!("{:<width$}    why: {}", "", setting.reason);
         }
     }
-    println!("{drift} of {} settings drift from kernel-tuning/", settings.len());
+    println!(
+        "{drift} of {} settings drift from kernel-tuning/",
+        settings.len()
+    );
     if drift > 0 {
         ExitCode::from(1)
     } else {
@@ -266,9 +272,15 @@ mod tests {
         assert_eq!(swappiness.recommended, "1");
         assert_eq!(swappiness.path, Path::new("/proc/sys/vm/swappiness"));
         assert!(swappiness.reason.contains("memory-mapped"));
-        let rmem = settings.iter().find(|s| s.name == "net.ipv4.tcp_rmem").unwrap();
+        let rmem = settings
+            .iter()
+            .find(|s| s.name == "net.ipv4.tcp_rmem")
+            .unwrap();
         assert_eq!(rmem.recommended, "4096 87380 16777216");
-        assert!(settings.iter().all(|s| !s.reason.is_empty()), "every key needs a reason");
+        assert!(
+            settings.iter().all(|s| !s.reason.is_empty()),
+            "every key needs a reason"
+        );
     }
 
     #[test]

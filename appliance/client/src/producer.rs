@@ -433,7 +433,10 @@ impl Producer {
         f.insert_str("a", &cfg.group);
         f.insert_str("b", &mq.topic);
         f.insert_str("c", &cfg.create_topic_key);
-        f.insert_str("d", decimal(&mut digits, i64::from(cfg.default_topic_queue_nums)));
+        f.insert_str(
+            "d",
+            decimal(&mut digits, i64::from(cfg.default_topic_queue_nums)),
+        );
         f.insert_str("e", decimal(&mut digits, i64::from(mq.queue_id)));
         f.insert_str("f", decimal(&mut digits, i64::from(p.sys_flag)));
         f.insert_str("g", decimal(&mut digits, born_ms));
@@ -493,7 +496,9 @@ impl Producer {
             };
             let req = self.build_request(code, &mq, &prepared, born_ms);
             let sent = if attempt == 0 {
-                self.inner.client.invoke_until(addr, req, deadline, budget)
+                self.inner
+                    .client
+                    .invoke_until(addr, req, deadline, budget)
                     .await
             } else {
                 self.inner.client.invoke(addr, req, remaining).await

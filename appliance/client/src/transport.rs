@@ -267,8 +267,14 @@ impl Conn {
         timeout: Duration,
         encode: impl FnOnce(&mut BytesMut),
     ) -> Result<RemotingCommand> {
-        self.request_until(opaque, request_code, Instant::now() + timeout, timeout, encode)
-            .await
+        self.request_until(
+            opaque,
+            request_code,
+            Instant::now() + timeout,
+            timeout,
+            encode,
+        )
+        .await
     }
 
     /// [`Conn::request_with`] with the deadline already computed (`timeout` is what the
@@ -728,8 +734,10 @@ impl RemotingClient {
             request.serialize_type = conn.serialize_type;
         }
         let code = request.code;
-        conn.request_until(opaque, code, deadline, timeout, move |buf| request.encode(buf))
-            .await
+        conn.request_until(opaque, code, deadline, timeout, move |buf| {
+            request.encode(buf)
+        })
+        .await
     }
 
     /// [`RemotingClient::invoke`] with the configured default timeout.

@@ -52,11 +52,16 @@ impl LanguageCode {
     }
 
     pub fn from_name(name: &str) -> Self {
-        LANGUAGES.iter().find(|(_, n, _)| *n == name).map_or(LanguageCode::Other, |l| l.0)
+        LANGUAGES
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map_or(LanguageCode::Other, |l| l.0)
     }
 
     pub fn from_code(code: u8) -> Self {
-        LANGUAGES.get(code as usize).map_or(LanguageCode::Other, |l| l.0)
+        LANGUAGES
+            .get(code as usize)
+            .map_or(LanguageCode::Other, |l| l.0)
     }
 }
 
@@ -629,7 +634,9 @@ impl RequestCode {
             Self::DeleteTopicInBroker => "DELETE_TOPIC_IN_BROKER",
             Self::InvokeBrokerToResetOffset => "INVOKE_BROKER_TO_RESET_OFFSET",
             Self::InvokeBrokerToGetConsumerStatus => "INVOKE_BROKER_TO_GET_CONSUMER_STATUS",
-            Self::UpdateAndCreateSubscriptiongroupList => "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST",
+            Self::UpdateAndCreateSubscriptiongroupList => {
+                "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST"
+            }
             Self::QueryTopicConsumeByWho => "QUERY_TOPIC_CONSUME_BY_WHO",
             Self::QueryConsumeTimeSpan => "QUERY_CONSUME_TIME_SPAN",
             Self::GetSystemTopicListFromBroker => "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",
@@ -978,7 +985,9 @@ impl ResponseCode {
             Self::ControllerBrokerNotAlive => "CONTROLLER_BROKER_NOT_ALIVE",
             Self::ControllerNotLeader => "CONTROLLER_NOT_LEADER",
             Self::ControllerBrokerMetadataNotExist => "CONTROLLER_BROKER_METADATA_NOT_EXIST",
-            Self::ControllerInvalidCleanBrokerMetadata => "CONTROLLER_INVALID_CLEAN_BROKER_METADATA",
+            Self::ControllerInvalidCleanBrokerMetadata => {
+                "CONTROLLER_INVALID_CLEAN_BROKER_METADATA"
+            }
             Self::ControllerBrokerNeedToBeRegistered => "CONTROLLER_BROKER_NEED_TO_BE_REGISTERED",
             Self::ControllerMasterStillExist => "CONTROLLER_MASTER_STILL_EXIST",
             Self::ControllerElectMasterFailed => "CONTROLLER_ELECT_MASTER_FAILED",

@@ -491,7 +491,10 @@ mod ext_fields_tests {
     fn many_keys_and_long_keys_are_found() {
         let mut f = ExtFields::new();
         for i in 0..300 {
-            f.insert_str(&format!("key-with-a-long-common-prefix-{i}"), &i.to_string());
+            f.insert_str(
+                &format!("key-with-a-long-common-prefix-{i}"),
+                &i.to_string(),
+            );
             f.insert_str(&format!("{i}"), "short");
         }
         for i in 0..300 {
@@ -502,7 +505,10 @@ mod ext_fields_tests {
         }
         assert_eq!(f.len(), 600);
         assert_eq!(f.get("absent"), None);
-        assert_eq!(f.remove("key-with-a-long-common-prefix-7"), Some("7".into()));
+        assert_eq!(
+            f.remove("key-with-a-long-common-prefix-7"),
+            Some("7".into())
+        );
         assert_eq!(f.get("key-with-a-long-common-prefix-7"), None);
         assert_eq!(f.get("key-with-a-long-common-prefix-8"), Some("8"));
     }

@@ -18,13 +18,19 @@ pub const COMMANDS: &[Cmd] = &[
     Cmd {
         name: "brokerStatus",
         desc: "Print a broker's runtime statistics.",
-        opts: &[opt("b", "brokerAddr", "broker address"), opt("c", "clusterName", "every broker of this cluster")],
+        opts: &[
+            opt("b", "brokerAddr", "broker address"),
+            opt("c", "clusterName", "every broker of this cluster"),
+        ],
         one_of: &[&["brokerAddr", "clusterName"]],
     },
     Cmd {
         name: "getBrokerConfig",
         desc: "Print the configuration of a broker or of every broker of a cluster.",
-        opts: &[opt("b", "brokerAddr", "broker address"), opt("c", "clusterName", "every broker of this cluster")],
+        opts: &[
+            opt("b", "brokerAddr", "broker address"),
+            opt("c", "clusterName", "every broker of this cluster"),
+        ],
         one_of: &[&["brokerAddr", "clusterName"]],
     },
     Cmd {
@@ -42,13 +48,27 @@ pub const COMMANDS: &[Cmd] = &[
     Cmd {
         name: "cleanExpiredCQ",
         desc: "Delete ConsumeQueue files whose messages are gone from the CommitLog.",
-        opts: &[opt("b", "brokerAddr", "broker address"), opt("c", "cluster", "every broker of this cluster (default: all)")],
+        opts: &[
+            opt("b", "brokerAddr", "broker address"),
+            opt(
+                "c",
+                "cluster",
+                "every broker of this cluster (default: all)",
+            ),
+        ],
         one_of: &[],
     },
     Cmd {
         name: "cleanUnusedTopic",
         desc: "Delete topics that have no ConsumeQueue left.",
-        opts: &[opt("b", "brokerAddr", "broker address"), opt("c", "cluster", "every broker of this cluster (default: all)")],
+        opts: &[
+            opt("b", "brokerAddr", "broker address"),
+            opt(
+                "c",
+                "cluster",
+                "every broker of this cluster (default: all)",
+            ),
+        ],
         one_of: &[],
     },
     Cmd {
@@ -56,8 +76,16 @@ pub const COMMANDS: &[Cmd] = &[
         desc: "Print the consume progress of every group on one broker.",
         opts: &[
             req("b", "brokerAddr", "broker address"),
-            opt("t", "timeoutMillis", "request timeout in ms (default 50000)"),
-            opt("l", "level", "only queues lagging at least this much (default 0)"),
+            opt(
+                "t",
+                "timeoutMillis",
+                "request timeout in ms (default 50000)",
+            ),
+            opt(
+                "l",
+                "level",
+                "only queues lagging at least this much (default 0)",
+            ),
             opt("o", "order", "only ordered topics: true|false"),
         ],
         one_of: &[],
@@ -101,7 +129,9 @@ pub async fn broker_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()>
         }
         if failures > 0 && failures == addrs.len() {
             out.json(object(all));
-            return Err(AdminError::failed(format!("no broker of cluster {cluster} answered GET_BROKER_RUNTIME_INFO")));
+            return Err(AdminError::failed(format!(
+                "no broker of cluster {cluster} answered GET_BROKER_RUNTIME_INFO"
+            )));
         }
     }
     out.json(object(all));
@@ -127,7 +157,9 @@ pub async fn get_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
     } else if let Some(cluster) = m.get("clusterName") {
         let info = ctx.cluster_info().await?;
         for name in cluster_brokers(&info, cluster)? {
-            let Some(bd) = info.broker_addr_table.get(name) else { continue };
+            let Some(bd) = info.broker_addr_table.get(name) else {
+                continue;
+            };
             let master = bd.broker_addrs.get(&MASTER_ID);
             match master {
                 Some(addr) => {
@@ -141,7 +173,10 @@ pub async fn get_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
             for (id, addr) in bd.broker_addrs.iter().filter(|(id, _)| **id != MASTER_ID) {
                 let _ = id;
                 let config = ctx.admin.broker_config(addr).await.br()?;
-                out.raw(config_block(&format!("My Master: {master_text}=====Slave: {addr}"), &config));
+                out.raw(config_block(
+                    &format!("My Master: {master_text}=====Slave: {addr}"),
+                    &config,
+                ));
                 all.push((addr.to_string(), string_map_value(&config)));
             }
         }
@@ -172,7 +207,11 @@ pub async fn update_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
         out.line(update_success_line(addr, remark.as_deref()));
         done.push(addr.to_string());
     } else if let Some(cluster) = m.get("clusterName") {
-        let addrs = if m.has("updateAllBroker") { ctx.masters_and_slaves(cluster).await? } else { ctx.masters(cluster).await? };
+        let addrs = if m.has("updateAllBroker") {
+            ctx.masters_and_slaves(cluster).await?
+        } else {
+            ctx.masters(cluster).await?
+        };
         let mut failed = Vec::new();
         for addr in &addrs {
             match ctx.admin.update_broker_config(addr, &config).await {
@@ -187,7 +226,10 @@ pub async fn update_broker_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
             }
         }
         if !failed.is_empty() {
-            return Err(AdminError::failed(format!("updating {key} failed on {}", failed.join(", "))));
+            return Err(AdminError::failed(format!(
+                "updating {key} failed on {}",
+                failed.join(", ")
+            )));
         }
     }
     out.json(
@@ -223,11 +265,18 @@ async fn clean(ctx: &Ctx, m: &Matches, out: &mut Out, code: RequestCode) -> ARes
     let targets = clean_targets(ctx, m).await?;
     let mut result = false;
     for addr in &targets {
-        ctx.call(addr, RemotingCommand::request(code.code(), 0)).await.br()?;
+        ctx.call(addr, RemotingCommand::request(code.code(), 0))
+            .await
+            .br()?;
         result = true;
     }
     out.line(if result { "success" } else { "false" });
-    out.json(ObjectBuilder::new().field("brokerAddrs", json::string_array(&targets)).field("success", result).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("brokerAddrs", json::string_array(&targets))
+            .field("success", result)
+            .build(),
+    );
     Ok(())
 }
 
@@ -248,14 +297,24 @@ pub struct ConsumeStatsList {
 
 pub fn parse_consume_stats_list(body: &[u8]) -> Result<ConsumeStatsList, String> {
     let v = json::parse(body).map_err(|e| e.to_string())?;
-    let mut list = ConsumeStatsList { total_diff: v.get("totalDiff").and_then(Value::as_i64).unwrap_or(0), ..Default::default() };
-    for entry in v.get("consumeStatsList").and_then(Value::as_array).unwrap_or(&[]) {
+    let mut list = ConsumeStatsList {
+        total_diff: v.get("totalDiff").and_then(Value::as_i64).unwrap_or(0),
+        ..Default::default()
+    };
+    for entry in v
+        .get("consumeStatsList")
+        .and_then(Value::as_array)
+        .unwrap_or(&[])
+    {
         for (k, stats) in entry.as_object().unwrap_or(&[]) {
             let group = k.key_text().unwrap_or_default().to_string();
             let mut parsed = Vec::new();
             for s in stats.as_array().unwrap_or(&[]) {
                 // Re-read each element with the body decoder (MessageQueue object keys).
-                parsed.push(ConsumeStats::decode(s.to_fastjson().as_bytes()).map_err(|e| format!("group {group}: {e}"))?);
+                parsed.push(
+                    ConsumeStats::decode(s.to_fastjson().as_bytes())
+                        .map_err(|e| format!("group {group}: {e}"))?,
+                );
             }
             list.groups.push((group, parsed));
         }
@@ -267,7 +326,14 @@ pub fn parse_consume_stats_list(body: &[u8]) -> Result<ConsumeStatsList, String>
 pub fn consume_stats_list_text(list: &ConsumeStatsList, level: i64) -> String {
     let mut s = format!(
         "{:<64}  {:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}\n",
-        "#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"
+        "#Topic",
+        "#Group",
+        "#Broker Name",
+        "#QID",
+        "#Broker Offset",
+        "#Consumer Offset",
+        "#Diff",
+        "#LastTime"
     );
     for (group, stats) in &list.groups {
         for cs in stats {
@@ -301,9 +367,14 @@ pub async fn broker_consume_stats(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
     let order = m.boolean("order", false);
     let code = RequestCode::GetBrokerConsumeStats;
     let req = RemotingCommand::request(code.code(), 0).with_ext("isOrder", order.to_string());
-    let resp = ctx.client.invoke(addr, req, Duration::from_millis(timeout)).await.br()?;
+    let resp = ctx
+        .client
+        .invoke(addr, req, Duration::from_millis(timeout))
+        .await
+        .br()?;
     let resp = ringmq_client::transport::expect_success(addr, code.code(), resp).br()?;
-    let list = parse_consume_stats_list(&resp.body).map_err(|e| Ctx::bad_body(Role::Broker, addr, code, e))?;
+    let list = parse_consume_stats_list(&resp.body)
+        .map_err(|e| Ctx::bad_body(Role::Broker, addr, code, e))?;
     out.raw(consume_stats_list_text(&list, level));
     let groups: Vec<Value> = list
         .groups
@@ -323,7 +394,10 @@ pub async fn broker_consume_stats(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
                         .build()
                 })
                 .collect();
-            ObjectBuilder::new().field("group", g.as_str()).field("offsets", Value::Array(rows)).build()
+            ObjectBuilder::new()
+                .field("group", g.as_str())
+                .field("offsets", Value::Array(rows))
+                .build()
         })
         .collect();
     out.json(
@@ -346,7 +420,13 @@ mod tests {
         kv.insert("putTps".to_string(), "0.0 0.0 0.0".to_string());
         kv.insert("brokerActive".to_string(), "true".to_string());
         let s = status_lines("127.0.0.1:10911", &kv, false);
-        assert_eq!(s, format!("{:<32}: true\n{:<32}: 0.0 0.0 0.0\n", "brokerActive", "putTps"));
+        assert_eq!(
+            s,
+            format!(
+                "{:<32}: true\n{:<32}: 0.0 0.0 0.0\n",
+                "brokerActive", "putTps"
+            )
+        );
         let s = status_lines("127.0.0.1:10911", &kv, true);
         assert!(s.starts_with("127.0.0.1:10911          brokerActive"));
         let block = config_block("127.0.0.1:10911", &kv);

@@ -22,22 +22,46 @@ pub struct Opt {
 
 /// Optional option with a value.
 pub const fn opt(short: &'static str, long: &'static str, help: &'static str) -> Opt {
-    Opt { short: Some(short), long, arg: true, required: false, help }
+    Opt {
+        short: Some(short),
+        long,
+        arg: true,
+        required: false,
+        help,
+    }
 }
 
 /// Required option with a value.
 pub const fn req(short: &'static str, long: &'static str, help: &'static str) -> Opt {
-    Opt { short: Some(short), long, arg: true, required: true, help }
+    Opt {
+        short: Some(short),
+        long,
+        arg: true,
+        required: true,
+        help,
+    }
 }
 
 /// Flag without a value.
 pub const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Opt {
-    Opt { short: Some(short), long, arg: false, required: false, help }
+    Opt {
+        short: Some(short),
+        long,
+        arg: false,
+        required: false,
+        help,
+    }
 }
 
 /// Option with a value and only a long name.
 pub const fn long_only(long: &'static str, help: &'static str) -> Opt {
-    Opt { short: None, long, arg: true, required: false, help }
+    Opt {
+        short: None,
+        long,
+        arg: true,
+        required: false,
+        help,
+    }
 }
 
 /// Options every command accepts.
@@ -63,7 +87,9 @@ impl Cmd {
     pub fn all_opts(&self) -> Vec<&'static Opt> {
         let mut all: Vec<&'static Opt> = self.opts.iter().collect();
         for c in COMMON {
-            let clash = all.iter().any(|o| o.long == c.long || (o.short.is_some() && o.short == c.short));
+            let clash = all
+                .iter()
+                .any(|o| o.long == c.long || (o.short.is_some() && o.short == c.short));
             if !clash {
                 all.push(c);
             }
@@ -79,7 +105,10 @@ impl Cmd {
         let all = self.all_opts();
         // mqadmin's parser trims nothing, but some upstream long names carry a trailing
         // space (printMsgByQueue); match them by their trimmed text.
-        all.iter().copied().find(|o| o.long == l).or_else(|| all.into_iter().find(|o| o.long.trim() == l))
+        all.iter()
+            .copied()
+            .find(|o| o.long == l)
+            .or_else(|| all.into_iter().find(|o| o.long.trim() == l))
     }
 
     /// `-t,--topic <arg>` as the help and the errors print it.
@@ -121,7 +150,9 @@ impl Matches {
     pub fn num<T: std::str::FromStr>(&self, long: &str, default: T) -> Result<T, String> {
         match self.get(long) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| format!("--{long} expects a number, got {v:?}")),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{long} expects a number, got {v:?}")),
         }
     }
 
@@ -147,37 +178,44 @@ pub fn parse(cmd: &Cmd, args: &[String]) -> Result<Matches, String> {
     while i < args.len() {
         let arg = args[i].as_str();
         i += 1;
-        let (opt, inline): (&'static Opt, Option<String>) = if let Some(rest) = arg.strip_prefix("--") {
-            if rest.is_empty() {
-                return Err("unexpected \"--\"".into());
-            }
-            let (name, inline) = match rest.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (rest, None),
-            };
-            let o = cmd.find_long(name).ok_or_else(|| format!("unrecognized option: --{name}"))?;
-            (o, inline)
-        } else if let Some(rest) = arg.strip_prefix('-').filter(|r| !r.is_empty()) {
-            if let Some(o) = cmd.find_short(rest) {
-                (o, None)
-            } else if let Some(o) = cmd.find_long(rest) {
-                // Single-dash long option, as Commons CLI accepts (`-topic T`).
-                (o, None)
-            } else {
-                let first: String = rest.chars().take(1).collect();
-                match cmd.find_short(&first) {
-                    Some(o) if o.arg => (o, Some(rest[first.len()..].to_string())),
-                    _ => return Err(format!("unrecognized option: {arg}")),
+        let (opt, inline): (&'static Opt, Option<String>) =
+            if let Some(rest) = arg.strip_prefix("--") {
+                if rest.is_empty() {
+                    return Err("unexpected \"--\"".into());
                 }
-            }
-        } else {
-            return Err(format!("unexpected argument {arg:?} (options take the form -x value)"));
-        };
+                let (name, inline) = match rest.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (rest, None),
+                };
+                let o = cmd
+                    .find_long(name)
+                    .ok_or_else(|| format!("unrecognized option: --{name}"))?;
+                (o, inline)
+            } else if let Some(rest) = arg.strip_prefix('-').filter(|r| !r.is_empty()) {
+                if let Some(o) = cmd.find_short(rest) {
+                    (o, None)
+                } else if let Some(o) = cmd.find_long(rest) {
+                    // Single-dash long option, as Commons CLI accepts (`-topic T`).
+                    (o, None)
+                } else {
+                    let first: String = rest.chars().take(1).collect();
+                    match cmd.find_short(&first) {
+                        Some(o) if o.arg => (o, Some(rest[first.len()..].to_string())),
+                        _ => return Err(format!("unrecognized option: {arg}")),
+                    }
+                }
+            } else {
+                return Err(format!(
+                    "unexpected argument {arg:?} (options take the form -x value)"
+                ));
+            };
         if opt.arg {
             let value = match inline {
                 Some(v) => v,
                 None => {
-                    let v = args.get(i).ok_or_else(|| format!("missing argument for option {}", Cmd::label(opt)))?;
+                    let v = args.get(i).ok_or_else(|| {
+                        format!("missing argument for option {}", Cmd::label(opt))
+                    })?;
                     i += 1;
                     v.clone()
                 }
@@ -229,7 +267,11 @@ pub fn help_text(cmd: &Cmd) -> String {
         if grouped.contains(&o.long) {
             continue;
         }
-        let shown = if o.arg { format!("{} <arg>", flag_name(o)) } else { flag_name(o) };
+        let shown = if o.arg {
+            format!("{} <arg>", flag_name(o))
+        } else {
+            flag_name(o)
+        };
         if o.required {
             usage.push_str(&format!(" {shown}"));
         } else {
@@ -250,7 +292,11 @@ pub fn help_text(cmd: &Cmd) -> String {
             (left, o.help)
         })
         .collect();
-    let width = rows.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
     for (left, help) in rows {
         out.push_str(&format!("{left:<width$}   {help}\n"));
     }
@@ -287,7 +333,12 @@ mod tests {
         long_only("attributes", "attrs"),
         opt("a", "brokerName ", "trailing space upstream"),
     ];
-    const CMD: Cmd = Cmd { name: "demo", desc: "demo", opts: OPTS, one_of: &[&["brokerAddr", "clusterName"]] };
+    const CMD: Cmd = Cmd {
+        name: "demo",
+        desc: "demo",
+        opts: OPTS,
+        one_of: &[&["brokerAddr", "clusterName"]],
+    };
 
     fn args(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
@@ -295,17 +346,45 @@ mod tests {
 
     #[test]
     fn accepts_the_commons_cli_forms() {
-        let m = parse(&CMD, &args(&["-t", " T1 ", "-cDefaultCluster", "--list", "-n", "127.0.0.1:9876", "--json"])).unwrap();
+        let m = parse(
+            &CMD,
+            &args(&[
+                "-t",
+                " T1 ",
+                "-cDefaultCluster",
+                "--list",
+                "-n",
+                "127.0.0.1:9876",
+                "--json",
+            ]),
+        )
+        .unwrap();
         assert_eq!(m.get("topic"), Some("T1"));
         assert_eq!(m.get("clusterName"), Some("DefaultCluster"));
         assert!(m.has("list") && m.json());
         assert_eq!(m.get("namesrvAddr"), Some("127.0.0.1:9876"));
-        let m = parse(&CMD, &args(&["--topic=T2", "-brokerAddr", "1.2.3.4:10911", "-mf", "f.json", "--attributes", "+a=b"])).unwrap();
+        let m = parse(
+            &CMD,
+            &args(&[
+                "--topic=T2",
+                "-brokerAddr",
+                "1.2.3.4:10911",
+                "-mf",
+                "f.json",
+                "--attributes",
+                "+a=b",
+            ]),
+        )
+        .unwrap();
         assert_eq!(m.get("topic"), Some("T2"));
         assert_eq!(m.get("brokerAddr"), Some("1.2.3.4:10911"));
         assert_eq!(m.get("mapFile"), Some("f.json"));
         assert_eq!(m.get("attributes"), Some("+a=b"));
-        let m = parse(&CMD, &args(&["-t", "T", "-b", "x", "--brokerName", "broker-a"])).unwrap();
+        let m = parse(
+            &CMD,
+            &args(&["-t", "T", "-b", "x", "--brokerName", "broker-a"]),
+        )
+        .unwrap();
         assert_eq!(m.get("brokerName "), Some("broker-a"));
     }
 
@@ -313,9 +392,15 @@ mod tests {
     fn rejects_bad_flags_with_one_line() {
         let cases: &[(&[&str], &str)] = &[
             (&["-t", "T", "-b", "x", "-z"], "unrecognized option: -z"),
-            (&["-t", "T", "-b", "x", "--nope"], "unrecognized option: --nope"),
+            (
+                &["-t", "T", "-b", "x", "--nope"],
+                "unrecognized option: --nope",
+            ),
             (&["-b", "x"], "missing required option -t/--topic"),
-            (&["-t", "T"], "one of -b/--brokerAddr or -c/--clusterName is required"),
+            (
+                &["-t", "T"],
+                "one of -b/--brokerAddr or -c/--clusterName is required",
+            ),
             (&["-t"], "missing argument for option -t/--topic"),
             (&["-t", "T", "-b", "x", "stray"], "unexpected argument"),
             (&["-t", "T", "-b", "x", "--list=yes"], "takes no value"),
@@ -332,8 +417,18 @@ mod tests {
     #[test]
     fn help_lists_every_option() {
         let h = help_text(&CMD);
-        assert!(h.starts_with("usage: mqadmin demo (-b <arg> | -c <arg>)"), "{h}");
-        for needle in ["-t,--topic <arg>", "-l,--list ", "--attributes <arg>", "-n,--namesrvAddr <arg>", "--json", "-h,--help"] {
+        assert!(
+            h.starts_with("usage: mqadmin demo (-b <arg> | -c <arg>)"),
+            "{h}"
+        );
+        for needle in [
+            "-t,--topic <arg>",
+            "-l,--list ",
+            "--attributes <arg>",
+            "-n,--namesrvAddr <arg>",
+            "--json",
+            "-h,--help",
+        ] {
             assert!(h.contains(needle), "{needle} missing from\n{h}");
         }
     }

@@ -19,7 +19,11 @@ pub const COMMANDS: &[Cmd] = &[
         name: "clusterList",
         desc: "List the brokers of every cluster with their load.",
         opts: &[
-            flag("m", "moreStats", "print message counts of yesterday and today instead"),
+            flag(
+                "m",
+                "moreStats",
+                "print message counts of yesterday and today instead",
+            ),
             opt("i", "interval", "repeat every N seconds until interrupted"),
             opt("c", "clusterName", "only this cluster"),
             long_only("rounds", "stop after N repetitions of -i (ringmq)"),
@@ -33,10 +37,21 @@ pub const COMMANDS: &[Cmd] = &[
             opt("a", "amount", "messages per broker (default 100)"),
             opt("s", "size", "message size in bytes (default 128)"),
             opt("c", "cluster", "cluster name (default: every cluster)"),
-            opt("p", "print log", "print as tlog lines: true|false (default false)"),
-            opt("m", "machine room", "machine room name for tlog lines (default noname)"),
+            opt(
+                "p",
+                "print log",
+                "print as tlog lines: true|false (default false)",
+            ),
+            opt(
+                "m",
+                "machine room",
+                "machine room name for tlog lines (default noname)",
+            ),
             opt("i", "interval", "seconds between rounds (default 10)"),
-            long_only("rounds", "stop after N rounds (ringmq; default: until interrupted)"),
+            long_only(
+                "rounds",
+                "stop after N rounds (ringmq; default: until interrupted)",
+            ),
         ],
         one_of: &[],
     },
@@ -59,11 +74,20 @@ pub fn broker_rows(info: &ClusterInfo, only: Option<&str>) -> Vec<BrokerRow> {
     };
     let mut rows = Vec::new();
     for cluster in clusters {
-        let Some(names) = info.cluster_addr_table.get(&cluster) else { continue };
+        let Some(names) = info.cluster_addr_table.get(&cluster) else {
+            continue;
+        };
         for name in names {
-            let Some(bd) = info.broker_addr_table.get(name) else { continue };
+            let Some(bd) = info.broker_addr_table.get(name) else {
+                continue;
+            };
             for (id, addr) in &bd.broker_addrs {
-                rows.push(BrokerRow { cluster: cluster.clone(), broker_name: name.clone(), broker_id: *id, addr: addr.clone() });
+                rows.push(BrokerRow {
+                    cluster: cluster.clone(),
+                    broker_name: name.clone(),
+                    broker_id: *id,
+                    addr: addr.clone(),
+                });
             }
         }
     }
@@ -71,7 +95,9 @@ pub fn broker_rows(info: &ClusterInfo, only: Option<&str>) -> Vec<BrokerRow> {
 }
 
 fn first_number(v: Option<&String>) -> f64 {
-    v.and_then(|s| s.split(' ').next()).and_then(|s| s.trim().parse().ok()).unwrap_or(0.0)
+    v.and_then(|s| s.split(' ').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// mqadmin prints a missing runtime key as `null`, and every key as "" when the broker
@@ -119,12 +145,24 @@ pub fn base_header() -> String {
 
 /// The row of one broker in the default `clusterList` table; `kv` is its runtime info
 /// (`None` when it could not be fetched).
-pub fn base_row(row: &BrokerRow, kv: Option<&BTreeMap<String, String>>, now: i64) -> (String, Value) {
+pub fn base_row(
+    row: &BrokerRow,
+    kv: Option<&BTreeMap<String, String>>,
+    now: i64,
+) -> (String, Value) {
     let get = |k: &str| kv.and_then(|t| t.get(k));
     let tps_in = first_number(get("putTps"));
     let tps_out = first_number(get("getTransferredTps"));
-    let num_i = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(0);
-    let num_f = |k: &str| get(k).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0);
+    let num_i = |k: &str| {
+        get(k)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let num_f = |k: &str| {
+        get(k)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     let version = kv_text(kv, "brokerVersionDesc", "null");
     let in_col = format!(
         "{tps_in:9.2}({},{}ms)",
@@ -151,7 +189,9 @@ pub fn base_row(row: &BrokerRow, kv: Option<&BTreeMap<String, String>>, now: i64
         None => 0.0,
     };
     let space = num_f("commitLogDiskRatio");
-    let active = get("brokerActive").map(|v| v.eq_ignore_ascii_case("true")).unwrap_or(false);
+    let active = get("brokerActive")
+        .map(|v| v.eq_ignore_ascii_case("true"))
+        .unwrap_or(false);
     let pc_wait = kv_text(kv, "pageCacheLockTimeMills", "null");
     let cols = [
         row.cluster.clone(),
@@ -186,13 +226,21 @@ pub fn base_row(row: &BrokerRow, kv: Option<&BTreeMap<String, String>>, now: i64
 pub fn more_header() -> String {
     format!(
         "{:<16}  {:<32} {:>14} {:>14} {:>14} {:>14}",
-        "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"
+        "#Cluster Name",
+        "#Broker Name",
+        "#InTotalYest",
+        "#OutTotalYest",
+        "#InTotalToday",
+        "#OutTotalToday"
     )
 }
 
 /// A `clusterList -m` row: message counts derived from the daily counters.
 pub fn more_row(row: &BrokerRow, kv: Option<&BTreeMap<String, String>>) -> (String, Value) {
-    let n = |k: &str| kv.and_then(|t| t.get(k)).and_then(|v| v.trim().parse::<i64>().ok());
+    let n = |k: &str| {
+        kv.and_then(|t| t.get(k))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
     let counts = (|| {
         Some((
             n("msgPutTotalTodayMorning")? - n("msgPutTotalYesterdayMorning")?,
@@ -247,11 +295,19 @@ pub async fn cluster_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
                     None
                 }
             };
-            let (text, json) = if more { more_row(row, kv.as_ref()) } else { base_row(row, kv.as_ref(), now_ms()) };
+            let (text, json) = if more {
+                more_row(row, kv.as_ref())
+            } else {
+                base_row(row, kv.as_ref(), now_ms())
+            };
             out.line(text);
             json_rows.push(json);
         }
-        out.json(ObjectBuilder::new().field("brokers", Value::Array(json_rows)).build());
+        out.json(
+            ObjectBuilder::new()
+                .field("brokers", Value::Array(json_rows))
+                .build(),
+        );
         let Some(secs) = interval else { break };
         if rounds.is_some_and(|r| round >= r) {
             break;
@@ -281,10 +337,17 @@ pub async fn cluster_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     };
     let producer = Producer::with_client(
         ctx.client.clone(),
-        ProducerConfig { group: now_ms().to_string(), namesrv_addrs: ctx.namesrv.clone(), ..ProducerConfig::default() },
+        ProducerConfig {
+            group: now_ms().to_string(),
+            namesrv_addrs: ctx.namesrv.clone(),
+            ..ProducerConfig::default()
+        },
     );
     if !tlog {
-        out.line(format!("{:<24}  {:<24}  {:<4}  {:<8}  {:<8}", "#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount"));
+        out.line(format!(
+            "{:<24}  {:<24}  {:<4}  {:<8}  {:<8}",
+            "#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount"
+        ));
     }
     let body = "a".repeat(size);
     let mut round = 0u64;
@@ -306,7 +369,10 @@ pub async fn cluster_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
                         Err(e) => {
                             failed += 1;
                             if failed == 1 {
-                                out.warn(format!("send to topic {name} failed: {}", super::out::describe(Role::Broker, &e)));
+                                out.warn(format!(
+                                    "send to topic {name} failed: {}",
+                                    super::out::describe(Role::Broker, &e)
+                                ));
                             }
                         }
                     }
@@ -314,11 +380,26 @@ pub async fn cluster_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
                         elapsed += start.elapsed();
                     }
                 }
-                let rt = if amount > 1 { elapsed.as_secs_f64() * 1000.0 / (amount - 1) as f64 } else { 0.0 };
-                if tlog {
-                    out.line(format!("{}|{room}|{cluster}|{name}|{}", date_time_at_offset(now_ms(), 8), rt.round() as i64));
+                let rt = if amount > 1 {
+                    elapsed.as_secs_f64() * 1000.0 / (amount - 1) as f64
                 } else {
-                    out.line(format!("{:<24}  {:<24}  {:<8}  {:<16}  {:<16}", cluster, name, format!("{rt:.2}"), ok, failed));
+                    0.0
+                };
+                if tlog {
+                    out.line(format!(
+                        "{}|{room}|{cluster}|{name}|{}",
+                        date_time_at_offset(now_ms(), 8),
+                        rt.round() as i64
+                    ));
+                } else {
+                    out.line(format!(
+                        "{:<24}  {:<24}  {:<8}  {:<16}  {:<16}",
+                        cluster,
+                        name,
+                        format!("{rt:.2}"),
+                        ok,
+                        failed
+                    ));
                 }
                 json_rows.push(
                     ObjectBuilder::new()
@@ -331,7 +412,11 @@ pub async fn cluster_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
                 );
             }
         }
-        out.json(ObjectBuilder::new().field("brokers", Value::Array(json_rows)).build());
+        out.json(
+            ObjectBuilder::new()
+                .field("brokers", Value::Array(json_rows))
+                .build(),
+        );
         if rounds.is_some_and(|r| round >= r) {
             break;
         }
@@ -353,7 +438,10 @@ mod tests {
     fn rows_follow_cluster_name_and_id() {
         let rows = broker_rows(&info(), None);
         assert_eq!(rows.len(), 2);
-        assert_eq!((rows[0].broker_id, rows[0].addr.as_str()), (0, "127.0.0.1:10911"));
+        assert_eq!(
+            (rows[0].broker_id, rows[0].addr.as_str()),
+            (0, "127.0.0.1:10911")
+        );
         assert_eq!(rows[1].broker_id, 1);
         assert!(broker_rows(&info(), Some("Other")).is_empty());
     }
@@ -383,7 +471,16 @@ mod tests {
         let row = &broker_rows(&info(), None)[0];
         let (text, json) = base_row(row, Some(&kv), 1000 + 2 * 3_600_000);
         let cols: Vec<&str> = text.split_whitespace().collect();
-        assert_eq!(&cols[..5], &["DefaultCluster", "broker-a", "0", "127.0.0.1:10911", "V5_3_3"]);
+        assert_eq!(
+            &cols[..5],
+            &[
+                "DefaultCluster",
+                "broker-a",
+                "0",
+                "127.0.0.1:10911",
+                "V5_3_3"
+            ]
+        );
         assert!(text.contains("    12.50(0,0ms)"), "{text}");
         assert!(text.contains("     3.25(1,2ms|N,Nms)"), "{text}");
         assert!(text.contains("0-0(2.0w, 0.0, 0.0)"), "{text}");
@@ -416,7 +513,10 @@ mod tests {
         let row = &broker_rows(&info(), None)[0];
         let (text, _) = more_row(row, Some(&kv));
         let cols: Vec<&str> = text.split_whitespace().collect();
-        assert_eq!(cols, vec!["DefaultCluster", "broker-a", "15", "2", "15", "4"]);
+        assert_eq!(
+            cols,
+            vec!["DefaultCluster", "broker-a", "15", "2", "15", "4"]
+        );
         assert!(more_header().starts_with("#Cluster Name     #Broker Name"));
     }
 }

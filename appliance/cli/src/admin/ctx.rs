@@ -31,12 +31,19 @@ pub fn namesrv_addrs(flag: Option<&str>) -> Vec<String> {
         Some(v) => v.to_string(),
         None => std::env::var("NAMESRV_ADDR").unwrap_or_default(),
     };
-    text.split(';').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+    text.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// mqadmin's `BrokerData.selectBrokerAddr`: the master, else the lowest-id slave.
 pub fn select_addr(bd: &BrokerData) -> Option<String> {
-    bd.broker_addrs.get(&MASTER_ID).or_else(|| bd.broker_addrs.values().next()).cloned()
+    bd.broker_addrs
+        .get(&MASTER_ID)
+        .or_else(|| bd.broker_addrs.values().next())
+        .cloned()
 }
 
 pub struct Ctx {
@@ -55,7 +62,12 @@ impl Ctx {
         };
         let client = RemotingClient::new(config);
         let admin = Admin::new(client.clone(), namesrv.clone()).with_timeout(ADMIN_TIMEOUT);
-        Self { client, admin, namesrv, timeout: ADMIN_TIMEOUT }
+        Self {
+            client,
+            admin,
+            namesrv,
+            timeout: ADMIN_TIMEOUT,
+        }
     }
 
     /// Fails unless a name server address was given.
@@ -69,20 +81,37 @@ impl Ctx {
     }
 
     /// Sends `req` to `addr` and returns the answer whatever its code.
-    pub async fn invoke(&self, addr: &str, req: RemotingCommand) -> Result<RemotingCommand, ClientError> {
+    pub async fn invoke(
+        &self,
+        addr: &str,
+        req: RemotingCommand,
+    ) -> Result<RemotingCommand, ClientError> {
         self.client.invoke(addr, req, self.timeout).await
     }
 
     /// Sends `req` to `addr` and requires SUCCESS.
-    pub async fn call(&self, addr: &str, req: RemotingCommand) -> Result<RemotingCommand, ClientError> {
+    pub async fn call(
+        &self,
+        addr: &str,
+        req: RemotingCommand,
+    ) -> Result<RemotingCommand, ClientError> {
         let code = req.code;
         let resp = self.invoke(addr, req).await?;
         ringmq_client::transport::expect_success(addr, code, resp)
     }
 
     /// A decoding failure of a response body, naming the server.
-    pub fn bad_body(role: Role, addr: &str, code: RequestCode, e: impl std::fmt::Display) -> AdminError {
-        let e = ClientError::Protocol { addr: addr.to_string(), request_code: code.code(), reason: e.to_string() };
+    pub fn bad_body(
+        role: Role,
+        addr: &str,
+        code: RequestCode,
+        e: impl std::fmt::Display,
+    ) -> AdminError {
+        let e = ClientError::Protocol {
+            addr: addr.to_string(),
+            request_code: code.code(),
+            reason: e.to_string(),
+        };
         Err::<(), _>(e).at(role).unwrap_err()
     }
 
@@ -114,7 +143,13 @@ impl Ctx {
         let names = cluster_brokers(&info, cluster)?;
         let mut out: Vec<String> = names
             .iter()
-            .filter_map(|n| info.broker_addr_table.get(*n)?.broker_addrs.get(&MASTER_ID).cloned())
+            .filter_map(|n| {
+                info.broker_addr_table
+                    .get(*n)?
+                    .broker_addrs
+                    .get(&MASTER_ID)
+                    .cloned()
+            })
             .collect();
         out.sort();
         out.dedup();
@@ -134,7 +169,11 @@ impl Ctx {
             .values()
             .find(|b| b.broker_addrs.values().any(|a| a == addr))
             .map(|b| b.broker_name.clone())
-            .ok_or_else(|| AdminError::failed(format!("no broker with address {addr} is registered with the name server")))
+            .ok_or_else(|| {
+                AdminError::failed(format!(
+                    "no broker with address {addr} is registered with the name server"
+                ))
+            })
     }
 
     // ---- broker ----------------------------------------------------------------------
@@ -148,7 +187,11 @@ impl Ctx {
     }
 
     /// `examineTopicStats(topic)`: every broker of the route, merged; empty is an error.
-    pub async fn examine_topic_stats(&self, topic: &str, route_topic: &str) -> AResult<TopicStatsTable> {
+    pub async fn examine_topic_stats(
+        &self,
+        topic: &str,
+        route_topic: &str,
+    ) -> AResult<TopicStatsTable> {
         let route = self.route(route_topic).await?;
         let mut merged = TopicStatsTable::default();
         for bd in &route.broker_datas {
@@ -159,13 +202,20 @@ impl Ctx {
             }
         }
         if merged.offset_table.is_empty() {
-            return Err(AdminError::failed(format!("no broker in the route of {route_topic} has stats for topic {topic}")));
+            return Err(AdminError::failed(format!(
+                "no broker in the route of {route_topic} has stats for topic {topic}"
+            )));
         }
         Ok(merged)
     }
 
     /// `GET_CONSUME_STATS` (208) on one broker.
-    pub async fn consume_stats(&self, addr: &str, group: &str, topic: Option<&str>) -> AResult<ConsumeStats> {
+    pub async fn consume_stats(
+        &self,
+        addr: &str,
+        group: &str,
+        topic: Option<&str>,
+    ) -> AResult<ConsumeStats> {
         let code = RequestCode::GetConsumeStats;
         let mut req = RemotingCommand::request(code.code(), 0).with_ext("consumerGroup", group);
         if let Some(t) = topic {
@@ -177,7 +227,11 @@ impl Ctx {
 
     /// `examineConsumeStats(cluster, group, topic)`: the route of the group's retry topic
     /// (else the topic's), every broker asked, merged.
-    pub async fn examine_consume_stats(&self, group: &str, topic: Option<&str>) -> AResult<ConsumeStats> {
+    pub async fn examine_consume_stats(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+    ) -> AResult<ConsumeStats> {
         let mut candidates = vec![retry_topic(group)];
         if let Some(t) = topic {
             candidates.push(t.to_string());
@@ -215,7 +269,11 @@ impl Ctx {
 
     /// `GET_CONSUMER_CONNECTION_LIST` (203) on one broker; an empty set is
     /// CONSUMER_NOT_ONLINE like mqadmin's.
-    pub async fn consumer_connection_at(&self, addr: &str, group: &str) -> Result<ConsumerConnection, ClientError> {
+    pub async fn consumer_connection_at(
+        &self,
+        addr: &str,
+        group: &str,
+    ) -> Result<ConsumerConnection, ClientError> {
         let code = RequestCode::GetConsumerConnectionList;
         let req = RemotingCommand::request(code.code(), 0).with_ext("consumerGroup", group);
         let resp = self.call(addr, req).await?;
@@ -236,22 +294,32 @@ impl Ctx {
     }
 
     /// `examineConsumerConnectionInfo(group)`: a broker of the retry topic's route.
-    pub async fn examine_consumer_connection(&self, group: &str) -> AResult<Result<ConsumerConnection, ClientError>> {
+    pub async fn examine_consumer_connection(
+        &self,
+        group: &str,
+    ) -> AResult<Result<ConsumerConnection, ClientError>> {
         let route = self.route(&retry_topic(group)).await?;
         let addr = route
             .broker_datas
             .iter()
             .find_map(select_addr)
-            .ok_or_else(|| AdminError::failed(format!("the route of {} has no broker", retry_topic(group))))?;
+            .ok_or_else(|| {
+                AdminError::failed(format!("the route of {} has no broker", retry_topic(group)))
+            })?;
         Ok(self.consumer_connection_at(&addr, group).await)
     }
 
     /// `GET_PRODUCER_CONNECTION_LIST` (204) on one broker.
-    pub async fn producer_connection_at(&self, addr: &str, group: &str) -> AResult<ProducerConnection> {
+    pub async fn producer_connection_at(
+        &self,
+        addr: &str,
+        group: &str,
+    ) -> AResult<ProducerConnection> {
         let code = RequestCode::GetProducerConnectionList;
         let req = RemotingCommand::request(code.code(), 0).with_ext("producerGroup", group);
         let resp = self.call(addr, req).await.br()?;
-        ProducerConnection::decode(&resp.body).map_err(|e| Self::bad_body(Role::Broker, addr, code, e))
+        ProducerConnection::decode(&resp.body)
+            .map_err(|e| Self::bad_body(Role::Broker, addr, code, e))
     }
 
     /// `QUERY_TOPIC_CONSUME_BY_WHO` (300) on the first broker of the topic's route.
@@ -275,7 +343,11 @@ pub fn cluster_brokers<'a>(info: &'a ClusterInfo, cluster: &str) -> AResult<Vec<
             let known: Vec<&str> = info.cluster_addr_table.keys().map(String::as_str).collect();
             Err(AdminError::failed(format!(
                 "cluster {cluster} is not registered with the name server (known clusters: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
             )))
         }
     }
@@ -306,7 +378,10 @@ mod tests {
 
     #[test]
     fn namesrv_list_splits_on_semicolons() {
-        assert_eq!(namesrv_addrs(Some(" 10.0.0.1:9876;10.0.0.2:9876; ")), vec!["10.0.0.1:9876", "10.0.0.2:9876"]);
+        assert_eq!(
+            namesrv_addrs(Some(" 10.0.0.1:9876;10.0.0.2:9876; ")),
+            vec!["10.0.0.1:9876", "10.0.0.2:9876"]
+        );
         assert!(namesrv_addrs(Some("")).is_empty());
     }
 
@@ -324,9 +399,15 @@ mod tests {
     fn cluster_lookups() {
         let body = br#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},"brokerName":"broker-a","cluster":"C1"},"broker-b":{"brokerAddrs":{"0":"10.0.0.3:10911"},"brokerName":"broker-b","cluster":"C1"}},"clusterAddrTable":{"C1":["broker-a","broker-b"]}}"#;
         let info = ClusterInfo::decode(body).unwrap();
-        assert_eq!(cluster_addrs(&info, "C1").unwrap(), vec!["10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"]);
+        assert_eq!(
+            cluster_addrs(&info, "C1").unwrap(),
+            vec!["10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"]
+        );
         let err = cluster_addrs(&info, "nope").unwrap_err();
         assert!(err.message().contains("known clusters: C1"), "{err:?}");
-        assert_eq!(group_list(br#"{"groupList":["G1","G2"]}"#).unwrap(), vec!["G1", "G2"]);
+        assert_eq!(
+            group_list(br#"{"groupList":["G1","G2"]}"#).unwrap(),
+            vec!["G1", "G2"]
+        );
     }
 }

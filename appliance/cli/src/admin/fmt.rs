@@ -54,7 +54,12 @@ pub fn date_time_at_offset(ms: i64, offset_hours: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, mo, d) = civil_from_days(days);
-    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
@@ -86,7 +91,13 @@ pub fn parse_timestamp(text: &str) -> Result<i64, String> {
     let n = |s: &str| s.parse::<i32>().map_err(|_| bad());
     let (year, month, day) = (n(d[0])?, n(d[1])?, n(d[2])?);
     let (hour, min, sec, milli) = (n(t[0])?, n(t[1])?, n(t[2])?, n(t[3])?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 || !(0..1000).contains(&milli) {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || min > 59
+        || sec > 60
+        || !(0..1000).contains(&milli)
+    {
         return Err(bad());
     }
     // SAFETY: `tm` is plain data; mktime reads and normalises it in place.
@@ -152,9 +163,22 @@ const VERSION_RUNS: &[(u32, u32, u32, u32)] = &[
 ];
 
 const V3_0_0_PRE: &[&str] = &[
-    "V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1", "V3_0_0_BETA1", "V3_0_0_BETA2", "V3_0_0_BETA3", "V3_0_0_BETA4",
-    "V3_0_0_BETA5", "V3_0_0_BETA6_SNAPSHOT", "V3_0_0_BETA6", "V3_0_0_BETA7_SNAPSHOT", "V3_0_0_BETA7",
-    "V3_0_0_BETA8_SNAPSHOT", "V3_0_0_BETA8", "V3_0_0_BETA9_SNAPSHOT", "V3_0_0_BETA9", "V3_0_0_FINAL",
+    "V3_0_0_SNAPSHOT",
+    "V3_0_0_ALPHA1",
+    "V3_0_0_BETA1",
+    "V3_0_0_BETA2",
+    "V3_0_0_BETA3",
+    "V3_0_0_BETA4",
+    "V3_0_0_BETA5",
+    "V3_0_0_BETA6_SNAPSHOT",
+    "V3_0_0_BETA6",
+    "V3_0_0_BETA7_SNAPSHOT",
+    "V3_0_0_BETA7",
+    "V3_0_0_BETA8_SNAPSHOT",
+    "V3_0_0_BETA8",
+    "V3_0_0_BETA9_SNAPSHOT",
+    "V3_0_0_BETA9",
+    "V3_0_0_FINAL",
 ];
 
 /// `MQVersion.getVersionDesc`: the name of a version ordinal; ordinals past the table
@@ -186,25 +210,44 @@ pub fn version_desc(ordinal: i32) -> String {
 pub fn java_double_text(d: f64) -> String {
     match java_double(d) {
         Value::Number(s) => s,
-        _ => if d.is_nan() { "NaN".into() } else if d > 0.0 { "Infinity".into() } else { "-Infinity".into() },
+        _ => {
+            if d.is_nan() {
+                "NaN".into()
+            } else if d > 0.0 {
+                "Infinity".into()
+            } else {
+                "-Infinity".into()
+            }
+        }
     }
 }
 
 /// Java `Map.toString` of string pairs: `{k1=v1, k2=v2}`.
 pub fn java_map<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-    let parts: Vec<String> = entries.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let parts: Vec<String> = entries
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     format!("{{{}}}", parts.join(", "))
 }
 
 /// A JSON object of string pairs.
 pub fn string_map_value(map: &BTreeMap<String, String>) -> Value {
-    object(map.iter().map(|(k, v)| (k.as_str(), Value::str(v.as_str()))))
+    object(
+        map.iter()
+            .map(|(k, v)| (k.as_str(), Value::str(v.as_str()))),
+    )
 }
 
 /// A JSON object with data keys in the given order (bean-shaped objects use
 /// `ObjectBuilder`, which insists on alphabetical keys).
 pub fn object<K: Into<String>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
-    Value::Object(entries.into_iter().map(|(k, v)| (Value::String(k.into()), v)).collect())
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (Value::String(k.into()), v))
+            .collect(),
+    )
 }
 
 /// A JSON number from a double (`null` when not finite).
@@ -250,15 +293,24 @@ mod tests {
     #[test]
     fn fixed_offset_dates() {
         assert_eq!(date_time_at_offset(0, 8), "1970-01-01 08:00:00");
-        assert_eq!(date_time_at_offset(1_709_164_800_000, 0), "2024-02-29 00:00:00");
-        assert_eq!(date_time_at_offset(1_709_164_799_000, 8), "2024-02-29 07:59:59");
+        assert_eq!(
+            date_time_at_offset(1_709_164_800_000, 0),
+            "2024-02-29 00:00:00"
+        );
+        assert_eq!(
+            date_time_at_offset(1_709_164_799_000, 8),
+            "2024-02-29 07:59:59"
+        );
     }
 
     #[test]
     fn java_texts() {
         assert_eq!(java_double_text(0.0), "0.0");
         assert_eq!(java_double_text(12.5), "12.5");
-        assert_eq!(java_map([("0", "10.0.0.1:10911"), ("1", "10.0.0.2:10911")]), "{0=10.0.0.1:10911, 1=10.0.0.2:10911}");
+        assert_eq!(
+            java_map([("0", "10.0.0.1:10911"), ("1", "10.0.0.2:10911")]),
+            "{0=10.0.0.1:10911, 1=10.0.0.2:10911}"
+        );
         assert_eq!(front("abcdef", 3), "abc");
         assert_eq!(front("ab", 3), "ab");
     }

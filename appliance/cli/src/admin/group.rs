@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use ringmq_client::message::now_ms;
 use ringmq_client::ClientError;
-use ringmq_remoting::body::consumer::{Connection, ConsumerConnection, MessageQueue, ResetOffsetBody};
+use ringmq_remoting::body::consumer::{
+    Connection, ConsumerConnection, MessageQueue, ResetOffsetBody,
+};
 use ringmq_remoting::body::heartbeat::{ConsumeType, MessageModel};
 use ringmq_remoting::body::stats::ConsumeStats;
 use ringmq_remoting::header::{
@@ -18,7 +20,9 @@ use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use super::cli::{flag, long_only, opt, req, Cmd, Matches};
 use super::ctx::{retry_topic, select_addr, Ctx};
-use super::fmt::{date_time, double_value, front, java_map, parse_timestamp, string_map_value, version_desc};
+use super::fmt::{
+    date_time, double_value, front, java_map, parse_timestamp, string_map_value, version_desc,
+};
 use super::out::{describe, AResult, AdminError, At, Out, Role};
 use super::topic::parse_attributes;
 
@@ -149,20 +153,30 @@ impl SubGroupConf {
         let mut c = Self::new(m.get("groupName").unwrap_or_default());
         c.consume_enable = m.boolean("consumeEnable", c.consume_enable);
         c.consume_from_min_enable = m.boolean("consumeFromMinEnable", c.consume_from_min_enable);
-        c.consume_broadcast_enable = m.boolean("consumeBroadcastEnable", c.consume_broadcast_enable);
+        c.consume_broadcast_enable =
+            m.boolean("consumeBroadcastEnable", c.consume_broadcast_enable);
         c.consume_message_orderly = m.boolean("consumeMessageOrderly", c.consume_message_orderly);
         c.retry_queue_nums = m.num("retryQueueNums", c.retry_queue_nums)?;
         c.retry_max_times = m.num("retryMaxTimes", c.retry_max_times)?;
         if let Some(p) = m.get("groupRetryPolicy") {
-            let v = json::parse_str(p).map_err(|e| format!("-p/--groupRetryPolicy is not JSON: {e}"))?;
+            let v = json::parse_str(p)
+                .map_err(|e| format!("-p/--groupRetryPolicy is not JSON: {e}"))?;
             if v.as_object().is_none() {
-                return Err(AdminError::Usage("-p/--groupRetryPolicy must be a JSON object".into()));
+                return Err(AdminError::Usage(
+                    "-p/--groupRetryPolicy must be a JSON object".into(),
+                ));
             }
             c.group_retry_policy = Some(v);
         }
         c.broker_id = m.num("brokerId", c.broker_id)?;
-        c.which_broker_when_consume_slowly = m.num("whichBrokerWhenConsumeSlowly", c.which_broker_when_consume_slowly)?;
-        c.notify_consumer_ids_changed_enable = m.boolean("notifyConsumerIdsChanged", c.notify_consumer_ids_changed_enable);
+        c.which_broker_when_consume_slowly = m.num(
+            "whichBrokerWhenConsumeSlowly",
+            c.which_broker_when_consume_slowly,
+        )?;
+        c.notify_consumer_ids_changed_enable = m.boolean(
+            "notifyConsumerIdsChanged",
+            c.notify_consumer_ids_changed_enable,
+        );
         if let Some(a) = m.get("attributes") {
             c.attributes = parse_attributes(a)?;
         }
@@ -170,7 +184,9 @@ impl SubGroupConf {
     }
 
     fn policy_value(&self) -> Value {
-        self.group_retry_policy.clone().unwrap_or_else(|| ObjectBuilder::new().field("type", "CUSTOMIZED").build())
+        self.group_retry_policy
+            .clone()
+            .unwrap_or_else(|| ObjectBuilder::new().field("type", "CUSTOMIZED").build())
     }
 
     /// The request body: fastjson's alphabetical bean form.
@@ -186,10 +202,16 @@ impl SubGroupConf {
             .field("groupName", self.group_name.as_str())
             .field("groupRetryPolicy", self.policy_value())
             .field("groupSysFlag", 0)
-            .field("notifyConsumerIdsChangedEnable", self.notify_consumer_ids_changed_enable)
+            .field(
+                "notifyConsumerIdsChangedEnable",
+                self.notify_consumer_ids_changed_enable,
+            )
             .field("retryMaxTimes", self.retry_max_times)
             .field("retryQueueNums", self.retry_queue_nums)
-            .field("whichBrokerWhenConsumeSlowly", self.which_broker_when_consume_slowly)
+            .field(
+                "whichBrokerWhenConsumeSlowly",
+                self.which_broker_when_consume_slowly,
+            )
             .build()
     }
 
@@ -261,7 +283,12 @@ pub async fn update_sub_group(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
     Ok(())
 }
 
-async fn delete_sub_group_at(ctx: &Ctx, addr: &str, group: &str, clean_offset: bool) -> AResult<()> {
+async fn delete_sub_group_at(
+    ctx: &Ctx,
+    addr: &str,
+    group: &str,
+    clean_offset: bool,
+) -> AResult<()> {
     let req = RemotingCommand::request(RequestCode::DeleteSubscriptiongroup.code(), 0)
         .with_ext("groupName", group)
         .with_ext("cleanOffset", clean_offset.to_string());
@@ -274,7 +301,9 @@ pub async fn delete_sub_group(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
     let mut done = Vec::new();
     if let Some(addr) = m.get("brokerAddr") {
         delete_sub_group_at(ctx, addr, group, clean_offset).await?;
-        out.line(format!("delete subscription group [{group}] from broker [{addr}] success."));
+        out.line(format!(
+            "delete subscription group [{group}] from broker [{addr}] success."
+        ));
         done.push(addr.to_string());
     } else if let Some(cluster) = m.get("clusterName") {
         for addr in ctx.masters(cluster).await? {
@@ -289,7 +318,11 @@ pub async fn delete_sub_group(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
                     out.warn(describe(Role::Broker, &e));
                 }
             }
-            if let Err(e) = ctx.admin.delete_topic_in_namesrv(&topic, Some(cluster)).await {
+            if let Err(e) = ctx
+                .admin
+                .delete_topic_in_namesrv(&topic, Some(cluster))
+                .await
+            {
                 out.warn(describe(Role::Namesrv, &e));
             }
         }
@@ -307,15 +340,33 @@ pub async fn delete_sub_group(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
 // ---- consumerProgress ----------------------------------------------------------------------
 
 /// The per-queue table of `consumerProgress -g`; `client_ips` adds the `#Client IP` column.
-pub fn progress_text(stats: &ConsumeStats, client_ips: Option<&BTreeMap<MessageQueue, String>>) -> String {
+pub fn progress_text(
+    stats: &ConsumeStats,
+    client_ips: Option<&BTreeMap<MessageQueue, String>>,
+) -> String {
     let mut s = match client_ips {
         Some(_) => format!(
             "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20} {:<20} {:<20}{}\n",
-            "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#Inflight", "#LastTime"
+            "#Topic",
+            "#Broker Name",
+            "#QID",
+            "#Broker Offset",
+            "#Consumer Offset",
+            "#Client IP",
+            "#Diff",
+            "#Inflight",
+            "#LastTime"
         ),
         None => format!(
             "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20} {:<20}{}\n",
-            "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#Inflight", "#LastTime"
+            "#Topic",
+            "#Broker Name",
+            "#QID",
+            "#Broker Offset",
+            "#Consumer Offset",
+            "#Diff",
+            "#Inflight",
+            "#LastTime"
         ),
     };
     let (mut diff_total, mut inflight_total) = (0i64, 0i64);
@@ -324,7 +375,11 @@ pub fn progress_text(stats: &ConsumeStats, client_ips: Option<&BTreeMap<MessageQ
         let inflight = o.pull_offset - o.consumer_offset;
         diff_total += diff;
         inflight_total += inflight;
-        let last = if o.last_timestamp == 0 { "N/A".to_string() } else { date_time(o.last_timestamp) };
+        let last = if o.last_timestamp == 0 {
+            "N/A".to_string()
+        } else {
+            date_time(o.last_timestamp)
+        };
         match client_ips {
             Some(ips) => s.push_str(&format!(
                 "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20} {:<20} {:<20} {}\n",
@@ -397,12 +452,19 @@ pub struct GroupSummary {
 }
 
 pub fn summary_header() -> String {
-    format!("{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}", "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")
+    format!(
+        "{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}",
+        "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"
+    )
 }
 
 pub fn summary_row(g: &GroupSummary) -> String {
     let online = g.count > 0;
-    let version = if online { version_desc(g.version) } else { "OFFLINE".into() };
+    let version = if online {
+        version_desc(g.version)
+    } else {
+        "OFFLINE".into()
+    };
     let ty = match (online, g.consume_type) {
         (false, _) => "",
         (true, Some(ConsumeType::ConsumeActively)) => "PULL",
@@ -412,7 +474,16 @@ pub fn summary_row(g: &GroupSummary) -> String {
         (true, Some(ConsumeType::ConsumePassively), Some(mm)) => mm.name(),
         _ => "",
     };
-    format!("{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}", front(&g.group, 64), g.count, version, ty, model, g.tps, g.diff_total)
+    format!(
+        "{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}",
+        front(&g.group, 64),
+        g.count,
+        version,
+        ty,
+        model,
+        g.tps,
+        g.diff_total
+    )
 }
 
 /// Which client holds each queue, from the consumers' running info (`mqTable` keys).
@@ -432,7 +503,12 @@ async fn queue_owners(ctx: &Ctx, group: &str, out: &mut Out) -> BTreeMap<Message
     for conn in &cc.connection_set {
         match running_info(ctx, None, group, &conn.client_id, false).await {
             Ok(info) => {
-                let ip = conn.client_id.split('@').next().unwrap_or_default().to_string();
+                let ip = conn
+                    .client_id
+                    .split('@')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
                 for mq in running_info_queues(&info) {
                     owners.insert(mq, ip.clone());
                 }
@@ -446,8 +522,14 @@ async fn queue_owners(ctx: &Ctx, group: &str, out: &mut Out) -> BTreeMap<Message
 pub async fn consumer_progress(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     if let Some(group) = m.get("groupName") {
         let stats = ctx.examine_consume_stats(group, m.get("topicName")).await?;
-        let show_ip = m.get("showClientIP").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let owners = if show_ip { Some(queue_owners(ctx, group, out).await) } else { None };
+        let show_ip = m
+            .get("showClientIP")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let owners = if show_ip {
+            Some(queue_owners(ctx, group, out).await)
+        } else {
+            None
+        };
         out.raw(progress_text(&stats, owners.as_ref()));
         out.json(consume_stats_value(group, &stats));
         return Ok(());
@@ -457,32 +539,59 @@ pub async fn consumer_progress(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
     out.line(summary_header());
     let mut rows = Vec::new();
     for topic in &topics {
-        let Some(group) = topic.strip_prefix("%RETRY%") else { continue };
-        let mut g = GroupSummary { group: group.to_string(), ..Default::default() };
+        let Some(group) = topic.strip_prefix("%RETRY%") else {
+            continue;
+        };
+        let mut g = GroupSummary {
+            group: group.to_string(),
+            ..Default::default()
+        };
         if let Ok(stats) = ctx.examine_consume_stats(group, None).await {
             g.tps = stats.consume_tps as i64;
             g.diff_total = stats.total_diff();
         }
         if let Ok(Ok(cc)) = ctx.examine_consumer_connection(group).await {
             g.count = cc.connection_set.len();
-            g.version = cc.connection_set.iter().map(|c| c.version).min().unwrap_or(0);
+            g.version = cc
+                .connection_set
+                .iter()
+                .map(|c| c.version)
+                .min()
+                .unwrap_or(0);
             g.consume_type = cc.consume_type;
             g.message_model = cc.message_model;
         }
         out.line(summary_row(&g));
         rows.push(
             ObjectBuilder::new()
-                .field("consumeType", g.consume_type.map(|t| t.name()).unwrap_or(""))
+                .field(
+                    "consumeType",
+                    g.consume_type.map(|t| t.name()).unwrap_or(""),
+                )
                 .field("count", g.count as i64)
                 .field("diffTotal", g.diff_total)
                 .field("group", g.group.as_str())
-                .field("messageModel", g.message_model.map(|t| t.name()).unwrap_or(""))
+                .field(
+                    "messageModel",
+                    g.message_model.map(|t| t.name()).unwrap_or(""),
+                )
                 .field("tps", g.tps)
-                .field("version", if g.count > 0 { version_desc(g.version) } else { "OFFLINE".into() })
+                .field(
+                    "version",
+                    if g.count > 0 {
+                        version_desc(g.version)
+                    } else {
+                        "OFFLINE".into()
+                    },
+                )
                 .build(),
         );
     }
-    out.json(ObjectBuilder::new().field("groups", Value::Array(rows)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("groups", Value::Array(rows))
+            .build(),
+    );
     Ok(())
 }
 
@@ -499,9 +608,18 @@ pub fn connection_value(c: &Connection) -> Value {
 
 /// `consumerConnection` text.
 pub fn consumer_connection_text(cc: &ConsumerConnection) -> String {
-    let mut s = format!("{:<36} {:<22} {:<10} {}\n", "#ClientId", "#ClientAddr", "#Language", "#Version");
+    let mut s = format!(
+        "{:<36} {:<22} {:<10} {}\n",
+        "#ClientId", "#ClientAddr", "#Language", "#Version"
+    );
     for c in &cc.connection_set {
-        s.push_str(&format!("{:<36} {:<22} {:<10} {}\n", c.client_id, c.client_addr, c.language.name(), version_desc(c.version)));
+        s.push_str(&format!(
+            "{:<36} {:<22} {:<10} {}\n",
+            c.client_id,
+            c.client_addr,
+            c.language.name(),
+            version_desc(c.version)
+        ));
     }
     s.push_str("\nBelow is subscription:\n");
     s.push_str(&format!("{:<20} {}\n", "#Topic", "#SubExpression"));
@@ -510,9 +628,18 @@ pub fn consumer_connection_text(cc: &ConsumerConnection) -> String {
     }
     s.push('\n');
     let name = |n: Option<&'static str>| n.unwrap_or("null");
-    s.push_str(&format!("ConsumeType: {}\n", name(cc.consume_type.map(|t| t.name()))));
-    s.push_str(&format!("MessageModel: {}\n", name(cc.message_model.map(|t| t.name()))));
-    s.push_str(&format!("ConsumeFromWhere: {}\n", name(cc.consume_from_where.map(|t| t.name()))));
+    s.push_str(&format!(
+        "ConsumeType: {}\n",
+        name(cc.consume_type.map(|t| t.name()))
+    ));
+    s.push_str(&format!(
+        "MessageModel: {}\n",
+        name(cc.message_model.map(|t| t.name()))
+    ));
+    s.push_str(&format!(
+        "ConsumeFromWhere: {}\n",
+        name(cc.consume_from_where.map(|t| t.name()))
+    ));
     s
 }
 
@@ -526,11 +653,19 @@ pub async fn consumer_connection(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResu
     let subs: Vec<Value> = cc
         .subscription_table
         .values()
-        .map(|sd| ObjectBuilder::new().field("subExpression", sd.sub_string.as_str()).field("topic", sd.topic.as_str()).build())
+        .map(|sd| {
+            ObjectBuilder::new()
+                .field("subExpression", sd.sub_string.as_str())
+                .field("topic", sd.topic.as_str())
+                .build()
+        })
         .collect();
     out.json(
         ObjectBuilder::new()
-            .field("connections", Value::Array(cc.connection_set.iter().map(connection_value).collect()))
+            .field(
+                "connections",
+                Value::Array(cc.connection_set.iter().map(connection_value).collect()),
+            )
             .field_opt("consumeFromWhere", cc.consume_from_where.map(|t| t.name()))
             .field_opt("consumeType", cc.consume_type.map(|t| t.name()))
             .field("group", group)
@@ -567,12 +702,17 @@ pub async fn producer_connection(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResu
         .ok_or_else(|| AdminError::failed(format!("the route of topic {topic} has no broker")))?;
     let pc = ctx.producer_connection_at(&addr, group).await?;
     if pc.connection_set.is_empty() {
-        return Err(AdminError::failed(format!("broker {addr} has no connection of producer group {group}")));
+        return Err(AdminError::failed(format!(
+            "broker {addr} has no connection of producer group {group}"
+        )));
     }
     out.raw(producer_connection_text(&pc.connection_set));
     out.json(
         ObjectBuilder::new()
-            .field("connections", Value::Array(pc.connection_set.iter().map(connection_value).collect()))
+            .field(
+                "connections",
+                Value::Array(pc.connection_set.iter().map(connection_value).collect()),
+            )
             .field("group", group)
             .build(),
     );
@@ -582,7 +722,13 @@ pub async fn producer_connection(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResu
 // ---- consumerStatus --------------------------------------------------------------------------
 
 /// `GET_CONSUMER_RUNNING_INFO` (307) through a broker of the group (or `broker`).
-async fn running_info(ctx: &Ctx, broker: Option<&str>, group: &str, client_id: &str, jstack: bool) -> AResult<Value> {
+async fn running_info(
+    ctx: &Ctx,
+    broker: Option<&str>,
+    group: &str,
+    client_id: &str,
+    jstack: bool,
+) -> AResult<Value> {
     let addr = match broker {
         Some(a) => a.to_string(),
         None => {
@@ -591,7 +737,9 @@ async fn running_info(ctx: &Ctx, broker: Option<&str>, group: &str, client_id: &
                 .broker_datas
                 .iter()
                 .find_map(select_addr)
-                .ok_or_else(|| AdminError::failed(format!("the route of {} has no broker", retry_topic(group))))?
+                .ok_or_else(|| {
+                    AdminError::failed(format!("the route of {} has no broker", retry_topic(group)))
+                })?
         }
     };
     let header = GetConsumerRunningInfoRequestHeader {
@@ -603,23 +751,43 @@ async fn running_info(ctx: &Ctx, broker: Option<&str>, group: &str, client_id: &
     let code = RequestCode::GetConsumerRunningInfo;
     let req = RemotingCommand::request(code.code(), 0).with_header(&header);
     let resp = ctx.call(&addr, req).await.br()?;
-    json::parse(&resp.body).map_err(|e| Ctx::bad_body(Role::Broker, &addr, code, format!("ConsumerRunningInfo of {client_id}: {e}")))
+    json::parse(&resp.body).map_err(|e| {
+        Ctx::bad_body(
+            Role::Broker,
+            &addr,
+            code,
+            format!("ConsumerRunningInfo of {client_id}: {e}"),
+        )
+    })
 }
 
 /// The queues a consumer reports holding (`mqTable` keys).
 pub fn running_info_queues(info: &Value) -> Vec<MessageQueue> {
     match info.get("mqTable") {
-        Some(Value::Object(entries)) => entries.iter().filter_map(|(k, _)| MessageQueue::from_json(k, "mqTable").ok()).collect(),
+        Some(Value::Object(entries)) => entries
+            .iter()
+            .filter_map(|(k, _)| MessageQueue::from_json(k, "mqTable").ok())
+            .collect(),
         _ => Vec::new(),
     }
 }
 
 /// mqadmin's analysis: same subscriptions everywhere, and no queue held twice.
 pub fn analyze(infos: &BTreeMap<String, Value>) -> (bool, bool) {
-    let subs: Vec<String> = infos.values().map(|v| v.get("subscriptionSet").map(|s| s.to_json()).unwrap_or_default()).collect();
+    let subs: Vec<String> = infos
+        .values()
+        .map(|v| {
+            v.get("subscriptionSet")
+                .map(|s| s.to_json())
+                .unwrap_or_default()
+        })
+        .collect();
     let same = subs.windows(2).all(|w| w[0] == w[1]);
     let mut seen = std::collections::BTreeSet::new();
-    let rebalance_ok = infos.values().flat_map(running_info_queues).all(|mq| seen.insert(mq));
+    let rebalance_ok = infos
+        .values()
+        .flat_map(running_info_queues)
+        .all(|mq| seen.insert(mq));
     (same, same && rebalance_ok)
 }
 
@@ -638,17 +806,28 @@ pub async fn consumer_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
         None => ctx.examine_consumer_connection(group).await?.br()?,
     };
     let now = now_ms();
-    out.line(format!("{:<10} {:<40} {:<20} {}", "#Index", "#ClientId", "#Version", "#ConsumerRunningInfoFile"));
+    out.line(format!(
+        "{:<10} {:<40} {:<20} {}",
+        "#Index", "#ClientId", "#Version", "#ConsumerRunningInfoFile"
+    ));
     let mut infos = BTreeMap::new();
     let mut rows = Vec::new();
     for (i, conn) in cc.connection_set.iter().enumerate() {
         match running_info(ctx, broker, group, &conn.client_id, jstack).await {
             Ok(info) => {
                 let path = format!("{now}/{}", conn.client_id);
-                if let Err(e) = std::fs::create_dir_all(now.to_string()).and_then(|_| std::fs::write(&path, info.to_pretty_json())) {
+                if let Err(e) = std::fs::create_dir_all(now.to_string())
+                    .and_then(|_| std::fs::write(&path, info.to_pretty_json()))
+                {
                     out.warn(format!("cannot write {path}: {e}"));
                 }
-                out.line(format!("{:<10} {:<40} {:<20} {}", i + 1, conn.client_id, version_desc(conn.version), path));
+                out.line(format!(
+                    "{:<10} {:<40} {:<20} {}",
+                    i + 1,
+                    conn.client_id,
+                    version_desc(conn.version),
+                    path
+                ));
                 rows.push(
                     ObjectBuilder::new()
                         .field("clientId", conn.client_id.as_str())
@@ -667,13 +846,18 @@ pub async fn consumer_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
         let (same, rebalance_ok) = analyze(&infos);
         if same {
             out.line("\n\nSame subscription in the same group of consumer");
-            out.line(format!("\nRebalance {}", if rebalance_ok { "OK" } else { "Failed" }));
+            out.line(format!(
+                "\nRebalance {}",
+                if rebalance_ok { "OK" } else { "Failed" }
+            ));
         } else {
             out.line("\n\nWARN: Different subscription in the same group of consumer!!!");
         }
         verdict = Some((rebalance_ok, same));
     } else if !cc.connection_set.is_empty() {
-        return Err(AdminError::failed(format!("no consumer of group {group} reported its running info")));
+        return Err(AdminError::failed(format!(
+            "no consumer of group {group} reported its running info"
+        )));
     }
     out.json(
         ObjectBuilder::new()
@@ -688,17 +872,41 @@ pub async fn consumer_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
 
 // ---- resetOffsetByTime -----------------------------------------------------------------------
 
-async fn search_offset(ctx: &Ctx, addr: &str, topic: &str, queue_id: i32, timestamp: i64) -> AResult<i64> {
-    let header = SearchOffsetRequestHeader { topic: topic.into(), queue_id, timestamp, ..Default::default() };
+async fn search_offset(
+    ctx: &Ctx,
+    addr: &str,
+    topic: &str,
+    queue_id: i32,
+    timestamp: i64,
+) -> AResult<i64> {
+    let header = SearchOffsetRequestHeader {
+        topic: topic.into(),
+        queue_id,
+        timestamp,
+        ..Default::default()
+    };
     let code = RequestCode::SearchOffsetByTimestamp;
-    let resp = ctx.call(addr, RemotingCommand::request(code.code(), 0).with_header(&header)).await.br()?;
+    let resp = ctx
+        .call(
+            addr,
+            RemotingCommand::request(code.code(), 0).with_header(&header),
+        )
+        .await
+        .br()?;
     resp.ext_fields
         .get("offset")
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| Ctx::bad_body(Role::Broker, addr, code, "no offset in the response"))
 }
 
-async fn update_offset(ctx: &Ctx, addr: &str, group: &str, topic: &str, queue_id: i32, offset: i64) -> AResult<()> {
+async fn update_offset(
+    ctx: &Ctx,
+    addr: &str,
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> AResult<()> {
     let header = UpdateConsumerOffsetRequestHeader {
         consumer_group: group.into(),
         topic: topic.into(),
@@ -706,7 +914,8 @@ async fn update_offset(ctx: &Ctx, addr: &str, group: &str, topic: &str, queue_id
         commit_offset: offset,
         ..Default::default()
     };
-    let req = RemotingCommand::request(RequestCode::UpdateConsumerOffset.code(), 0).with_header(&header);
+    let req =
+        RemotingCommand::request(RequestCode::UpdateConsumerOffset.code(), 0).with_header(&header);
     ctx.call(addr, req).await.br().map(|_| ())
 }
 
@@ -716,21 +925,36 @@ async fn invoke_reset(
     header: &ResetOffsetRequestHeader,
 ) -> Result<BTreeMap<MessageQueue, i64>, ClientError> {
     let code = RequestCode::InvokeBrokerToResetOffset;
-    let resp = ctx.call(addr, RemotingCommand::request(code.code(), 0).with_header(header)).await?;
+    let resp = ctx
+        .call(
+            addr,
+            RemotingCommand::request(code.code(), 0).with_header(header),
+        )
+        .await?;
     if resp.body.is_empty() {
         return Ok(BTreeMap::new());
     }
-    ResetOffsetBody::decode(&resp.body).map(|b| b.offset_table).map_err(|e| ClientError::Protocol {
-        addr: addr.to_string(),
-        request_code: code.code(),
-        reason: e.to_string(),
-    })
+    ResetOffsetBody::decode(&resp.body)
+        .map(|b| b.offset_table)
+        .map_err(|e| ClientError::Protocol {
+            addr: addr.to_string(),
+            request_code: code.code(),
+            reason: e.to_string(),
+        })
 }
 
 pub fn reset_table(rows: &BTreeMap<MessageQueue, i64>) -> String {
-    let mut s = format!("{:<40}  {:<40}  {:<40}\n", "#brokerName", "#queueId", "#offset");
+    let mut s = format!(
+        "{:<40}  {:<40}  {:<40}\n",
+        "#brokerName", "#queueId", "#offset"
+    );
     for (mq, off) in rows {
-        s.push_str(&format!("{:<40}  {:<40}  {:<40}\n", front(&mq.broker_name, 32), mq.queue_id, off));
+        s.push_str(&format!(
+            "{:<40}  {:<40}  {:<40}\n",
+            front(&mq.broker_name, 32),
+            mq.queue_id,
+            off
+        ));
     }
     s
 }
@@ -739,7 +963,11 @@ pub async fn reset_offset_by_time(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
     let group = m.get("group").unwrap_or_default();
     let topic = m.get("topic").unwrap_or_default();
     let ts_text = m.get("timestamp").unwrap_or_default();
-    let timestamp = if ts_text == "now" { now_ms() } else { parse_timestamp(ts_text).map_err(AdminError::Usage)? };
+    let timestamp = if ts_text == "now" {
+        now_ms()
+    } else {
+        parse_timestamp(ts_text).map_err(AdminError::Usage)?
+    };
     let force = m.boolean("force", true);
     let queue: i32 = m.num("queue", -1)?;
     let offset: Option<i64> = match m.get("offset") {
@@ -791,12 +1019,15 @@ pub async fn reset_offset_by_time(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
     };
     let mut table = BTreeMap::new();
     for bd in &route.broker_datas {
-        let Some(addr) = select_addr(bd) else { continue };
+        let Some(addr) = select_addr(bd) else {
+            continue;
+        };
         match invoke_reset(ctx, &addr, &header).await {
             Ok(t) => table.extend(t),
             Err(e) if AdminError::is_code(&e, ResponseCode::ConsumerNotOnline) => {
                 // No consumer online: rewrite the stored offsets directly, as mqadmin does.
-                return reset_offline(ctx, &route, group, topic, timestamp, force, ts_text, out).await;
+                return reset_offline(ctx, &route, group, topic, timestamp, force, ts_text, out)
+                    .await;
             }
             Err(e) => return Err(e).br(),
         }
@@ -807,7 +1038,13 @@ pub async fn reset_offset_by_time(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARes
     out.raw(reset_table(&table));
     let rows: Vec<Value> = table
         .iter()
-        .map(|(mq, o)| ObjectBuilder::new().field("brokerName", mq.broker_name.as_str()).field("offset", *o).field("queueId", mq.queue_id).build())
+        .map(|(mq, o)| {
+            ObjectBuilder::new()
+                .field("brokerName", mq.broker_name.as_str())
+                .field("offset", *o)
+                .field("queueId", mq.queue_id)
+                .build()
+        })
         .collect();
     out.json(
         ObjectBuilder::new()
@@ -837,11 +1074,18 @@ async fn reset_offline(
     ));
     out.line(format!(
         "{:<20}  {:<20}  {:<20}  {:<20}  {:<20}  {:<20}",
-        "#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#resetOffset"
+        "#brokerName",
+        "#queueId",
+        "#brokerOffset",
+        "#consumerOffset",
+        "#timestampOffset",
+        "#resetOffset"
     ));
     let mut rows = Vec::new();
     for bd in &route.broker_datas {
-        let Some(addr) = bd.broker_addrs.get(&0).cloned() else { continue };
+        let Some(addr) = bd.broker_addrs.get(&0).cloned() else {
+            continue;
+        };
         let stats = ctx.consume_stats(&addr, group, Some(topic)).await?;
         for (mq, o) in &stats.offset_table {
             let target = search_offset(ctx, &addr, topic, mq.queue_id, timestamp).await?;
@@ -906,24 +1150,54 @@ mod tests {
 
     #[test]
     fn progress_table_and_totals() {
-        let mut s = ConsumeStats { consume_tps: 1.5, ..Default::default() };
+        let mut s = ConsumeStats {
+            consume_tps: 1.5,
+            ..Default::default()
+        };
         s.offset_table.insert(
             MessageQueue::new("T1", "broker-a", 0),
-            OffsetWrapper { broker_offset: 10, consumer_offset: 4, pull_offset: 6, last_timestamp: 0 },
+            OffsetWrapper {
+                broker_offset: 10,
+                consumer_offset: 4,
+                pull_offset: 6,
+                last_timestamp: 0,
+            },
         );
         s.offset_table.insert(
             MessageQueue::new("T1", "broker-a", 1),
-            OffsetWrapper { broker_offset: 3, consumer_offset: 3, pull_offset: 3, last_timestamp: 1_700_000_000_000 },
+            OffsetWrapper {
+                broker_offset: 3,
+                consumer_offset: 3,
+                pull_offset: 3,
+                last_timestamp: 1_700_000_000_000,
+            },
         );
         let text = progress_text(&s, None);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("#Topic"));
-        assert!(lines[0].ends_with(&format!("{:<20}#LastTime", "#Inflight")), "{}", lines[0]);
+        assert!(
+            lines[0].ends_with(&format!("{:<20}#LastTime", "#Inflight")),
+            "{}",
+            lines[0]
+        );
         let cols: Vec<&str> = lines[1].split_whitespace().collect();
-        assert_eq!(cols, vec!["T1", "broker-a", "0", "10", "4", "6", "2", "N/A"]);
-        assert_eq!(&lines[4..], &["Consume TPS: 1.50", "Consume Diff Total: 6", "Consume Inflight Total: 2"]);
+        assert_eq!(
+            cols,
+            vec!["T1", "broker-a", "0", "10", "4", "6", "2", "N/A"]
+        );
+        assert_eq!(
+            &lines[4..],
+            &[
+                "Consume TPS: 1.50",
+                "Consume Diff Total: 6",
+                "Consume Inflight Total: 2"
+            ]
+        );
         let mut ips = BTreeMap::new();
-        ips.insert(MessageQueue::new("T1", "broker-a", 0), "10.0.0.9".to_string());
+        ips.insert(
+            MessageQueue::new("T1", "broker-a", 0),
+            "10.0.0.9".to_string(),
+        );
         let text = progress_text(&s, Some(&ips));
         assert!(text.lines().nth(1).unwrap().contains("10.0.0.9"));
         assert!(text.lines().nth(2).unwrap().contains("N/A"));
@@ -931,7 +1205,11 @@ mod tests {
 
     #[test]
     fn summary_rows() {
-        let offline = GroupSummary { group: "G0".into(), diff_total: 5, ..Default::default() };
+        let offline = GroupSummary {
+            group: "G0".into(),
+            diff_total: 5,
+            ..Default::default()
+        };
         let row = summary_row(&offline);
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols, vec!["G0", "0", "OFFLINE", "0", "5"]);
@@ -946,7 +1224,10 @@ mod tests {
         };
         let row = summary_row(&online);
         let cols: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cols, vec!["G1", "2", "V5_3_3", "PUSH", "CLUSTERING", "3", "0"]);
+        assert_eq!(
+            cols,
+            vec!["G1", "2", "V5_3_3", "PUSH", "CLUSTERING", "3", "0"]
+        );
         assert!(summary_header().starts_with("#Group"));
     }
 
@@ -955,7 +1236,13 @@ mod tests {
         let cc = ConsumerConnection::decode(br#"{"connectionSet":[{"clientAddr":"127.0.0.1:5000","clientId":"127.0.0.1@1#2","language":"JAVA","version":479}],"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","subscriptionTable":{"T1":{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"T1"}}}"#).unwrap();
         let text = consumer_connection_text(&cc);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], format!("{:<36} {:<22} {:<10} #Version", "#ClientId", "#ClientAddr", "#Language"));
+        assert_eq!(
+            lines[0],
+            format!(
+                "{:<36} {:<22} {:<10} #Version",
+                "#ClientId", "#ClientAddr", "#Language"
+            )
+        );
         assert!(lines[1].starts_with("127.0.0.1@1#2"));
         assert!(lines[1].ends_with("JAVA       V5_3_3"), "{}", lines[1]);
         assert_eq!(lines[3], "Below is subscription:");
@@ -976,7 +1263,10 @@ mod tests {
         assert_eq!(analyze(&infos), (true, true));
         infos.insert("c3".to_string(), a);
         assert_eq!(analyze(&infos), (true, false));
-        assert_eq!(running_info_queues(&infos["c1"]), vec![MessageQueue::new("T", "b", 0)]);
+        assert_eq!(
+            running_info_queues(&infos["c1"]),
+            vec![MessageQueue::new("T", "b", 0)]
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use ringmq_client::message::now_ms;
 use ringmq_client::{
-    Message, MessageExt, MessageQueue, Producer, ProducerConfig, PullConsumer, PullConsumerConfig, PullOptions,
-    PullResult, PullStatus, QueueSelector, SendResult, SendStatus,
+    Message, MessageExt, MessageQueue, Producer, ProducerConfig, PullConsumer, PullConsumerConfig,
+    PullOptions, PullResult, PullStatus, QueueSelector, SendResult, SendStatus,
 };
 use ringmq_remoting::json::{self, ObjectBuilder, Value};
 use ringmq_remoting::message::properties::keys;
@@ -34,11 +34,19 @@ pub const COMMANDS: &[Cmd] = &[
         opts: &[
             req("t", "topic", "topic name"),
             req("i", "msgId", "message id(s), comma-separated"),
-            opt("g", "consumerGroup", "with -d: push the message to this consumer"),
+            opt(
+                "g",
+                "consumerGroup",
+                "with -d: push the message to this consumer",
+            ),
             opt("d", "clientId", "with -g: the consumer's client id"),
             opt("s", "sendMessage", "resend the message: true|false"),
             opt("u", "unitName", "unit name of the resending producer"),
-            opt("f", "bodyFormat", "print the body decoded with this charset"),
+            opt(
+                "f",
+                "bodyFormat",
+                "print the body decoded with this charset",
+            ),
             opt("c", "cluster", "cluster name (or lmq parent topic)"),
         ],
         one_of: &[],
@@ -49,8 +57,16 @@ pub const COMMANDS: &[Cmd] = &[
         opts: &[
             req("t", "topic", "topic name"),
             req("k", "msgKey", "message key"),
-            opt("b", "beginTimestamp", "stored at or after this ms timestamp (default 0)"),
-            opt("e", "endTimestamp", "stored before this ms timestamp (default: no limit)"),
+            opt(
+                "b",
+                "beginTimestamp",
+                "stored at or after this ms timestamp (default 0)",
+            ),
+            opt(
+                "e",
+                "endTimestamp",
+                "stored before this ms timestamp (default: no limit)",
+            ),
             opt("m", "maxNum", "most messages returned (default 64)"),
             opt("c", "cluster", "cluster name (or lmq parent topic)"),
         ],
@@ -61,7 +77,11 @@ pub const COMMANDS: &[Cmd] = &[
         desc: "Look a message up by its client-generated msgId (UNIQ_KEY).",
         opts: &[
             req("i", "msgId", "message id"),
-            opt("g", "consumerGroup", "with -d: push the message to this consumer"),
+            opt(
+                "g",
+                "consumerGroup",
+                "with -d: push the message to this consumer",
+            ),
             opt("d", "clientId", "with -g: the consumer's client id"),
             req("t", "topic", "topic name"),
             flag("a", "showAll", "print every copy (at most 32)"),
@@ -77,7 +97,11 @@ pub const COMMANDS: &[Cmd] = &[
             req("b", "brokerName", "broker name"),
             req("i", "queueId", "queue id"),
             req("o", "offset", "queue offset"),
-            opt("f", "bodyFormat", "print the body decoded with this charset"),
+            opt(
+                "f",
+                "bodyFormat",
+                "print the body decoded with this charset",
+            ),
         ],
         one_of: &[],
     },
@@ -87,11 +111,19 @@ pub const COMMANDS: &[Cmd] = &[
         opts: &[
             req("t", "topic", "topic name"),
             opt("c", "charsetName ", "body charset (default UTF-8)"),
-            opt("s", "subExpression ", "tag expression, e.g. TagA || TagB (default *)"),
+            opt(
+                "s",
+                "subExpression ",
+                "tag expression, e.g. TagA || TagB (default *)",
+            ),
             opt("b", "beginTimestamp ", "ms or yyyy-MM-dd#HH:mm:ss:SSS"),
             opt("e", "endTimestamp ", "ms or yyyy-MM-dd#HH:mm:ss:SSS"),
             opt("d", "printBody ", "print bodies: true|false (default true)"),
-            opt("l", "lmqParentTopic", "route the queues by this parent topic"),
+            opt(
+                "l",
+                "lmqParentTopic",
+                "route the queues by this parent topic",
+            ),
         ],
         one_of: &[],
     },
@@ -106,9 +138,21 @@ pub const COMMANDS: &[Cmd] = &[
             opt("s", "subExpression ", "tag expression (default *)"),
             opt("b", "beginTimestamp ", "ms or yyyy-MM-dd#HH:mm:ss:SSS"),
             opt("e", "endTimestamp ", "ms or yyyy-MM-dd#HH:mm:ss:SSS"),
-            opt("p", "print msg", "print the messages: true|false (default false)"),
-            opt("d", "printBody ", "print bodies: true|false (default false)"),
-            opt("f", "calculate", "count messages by tag: true|false (default false)"),
+            opt(
+                "p",
+                "print msg",
+                "print the messages: true|false (default false)",
+            ),
+            opt(
+                "d",
+                "printBody ",
+                "print bodies: true|false (default false)",
+            ),
+            opt(
+                "f",
+                "calculate",
+                "count messages by tag: true|false (default false)",
+            ),
         ],
         one_of: &[],
     },
@@ -122,7 +166,11 @@ pub const COMMANDS: &[Cmd] = &[
             opt("c", "tags", "message tag"),
             opt("b", "broker", "with -i: send to this broker name"),
             opt("i", "qid", "with -b: send to this queue id"),
-            opt("m", "msgTraceEnable", "message trace: true|false (accepted, not traced)"),
+            opt(
+                "m",
+                "msgTraceEnable",
+                "message trace: true|false (accepted, not traced)",
+            ),
         ],
         one_of: &[],
     },
@@ -157,7 +205,10 @@ pub const COMMANDS: &[Cmd] = &[
 
 /// Java `MessageQueue.toString`.
 pub fn mq_string(mq: &MessageQueue) -> String {
-    format!("MessageQueue [topic={}, brokerName={}, queueId={}]", mq.topic, mq.broker_name, mq.queue_id)
+    format!(
+        "MessageQueue [topic={}, brokerName={}, queueId={}]",
+        mq.topic, mq.broker_name, mq.queue_id
+    )
 }
 
 fn properties_string(msg: &MessageExt) -> String {
@@ -167,8 +218,25 @@ fn properties_string(msg: &MessageExt) -> String {
 /// Stored size of the record (v1 layout; IPv6 hosts take 12 more bytes each).
 fn store_size(msg: &MessageExt) -> usize {
     let host = |a: &std::net::SocketAddr| if a.is_ipv6() { 20 } else { 8 };
-    4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + host(&msg.born_host) + 8 + host(&msg.store_host) + 4 + 8 + 4 + msg.body.len()
-        + 1 + msg.topic.len() + 2 + msg.properties.encoded_len()
+    4 + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
+        + host(&msg.born_host)
+        + 8
+        + host(&msg.store_host)
+        + 4
+        + 8
+        + 4
+        + msg.body.len()
+        + 1
+        + msg.topic.len()
+        + 2
+        + msg.properties.encoded_len()
 }
 
 /// Java `MessageExt.toString` (the body as signed decimal bytes, like `Arrays.toString`).
@@ -199,14 +267,26 @@ pub fn message_ext_string(msg: &MessageExt) -> String {
 
 /// `MSGID: <id> <MessageExt> BODY: <body>` (printMsg, printMsgByQueue, consumeMessage).
 pub fn msg_line(msg: &MessageExt, print_body: bool) -> String {
-    let body = if print_body { String::from_utf8_lossy(&msg.body).into_owned() } else { "NOT PRINT BODY".into() };
-    format!("MSGID: {} {} BODY: {}", msg.msg_id, message_ext_string(msg), body)
+    let body = if print_body {
+        String::from_utf8_lossy(&msg.body).into_owned()
+    } else {
+        "NOT PRINT BODY".into()
+    };
+    format!(
+        "MSGID: {} {} BODY: {}",
+        msg.msg_id,
+        message_ext_string(msg),
+        body
+    )
 }
 
 pub fn message_value(msg: &MessageExt, with_body: bool) -> Value {
     let props = object(msg.properties.iter().map(|(k, v)| (k, Value::str(v))));
     ObjectBuilder::new()
-        .field_opt("body", with_body.then(|| String::from_utf8_lossy(&msg.body).into_owned()))
+        .field_opt(
+            "body",
+            with_body.then(|| String::from_utf8_lossy(&msg.body).into_owned()),
+        )
         .field("bodyCRC", msg.body_crc)
         .field("bornHost", msg.born_host.to_string())
         .field("bornTimestamp", msg.born_timestamp_ms)
@@ -230,7 +310,12 @@ fn bracket(v: Option<&str>) -> String {
 }
 
 /// The detail block of one message (queryMsgById / queryMsgByOffset / queryMsgByUniqueKey).
-pub fn detail_text(msg: &MessageExt, offset_id_line: bool, body_path: &str, body_charset: Option<&str>) -> String {
+pub fn detail_text(
+    msg: &MessageExt,
+    offset_id_line: bool,
+    body_path: &str,
+    body_charset: Option<&str>,
+) -> String {
     let mut s = String::new();
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<20} {v}\n"));
     if offset_id_line {
@@ -251,7 +336,10 @@ pub fn detail_text(msg: &MessageExt, offset_id_line: bool, body_path: &str, body
     kv("Properties:", properties_string(msg));
     kv("Message Body Path:", body_path.to_string());
     if body_charset.is_some() {
-        kv("Message Body:", String::from_utf8_lossy(&msg.body).into_owned());
+        kv(
+            "Message Body:",
+            String::from_utf8_lossy(&msg.body).into_owned(),
+        );
     }
     s
 }
@@ -261,7 +349,8 @@ fn write_body_file(msg: &MessageExt, index: usize) -> String {
     if index > 0 {
         path.push_str(&format!("_{index}"));
     }
-    if let Err(e) = std::fs::create_dir_all(BODY_DIR).and_then(|_| std::fs::write(&path, &msg.body)) {
+    if let Err(e) = std::fs::create_dir_all(BODY_DIR).and_then(|_| std::fs::write(&path, &msg.body))
+    {
         tracing::warn!(path, error = %e, "cannot write the message body file");
     }
     path
@@ -292,7 +381,11 @@ async fn message_track(ctx: &Ctx, msg: &MessageExt) -> AResult<Vec<Track>> {
     let groups = ctx.topic_consume_by_who(&msg.topic).await?;
     let mut tracks = Vec::new();
     for group in groups {
-        let mut t = Track { group: group.clone(), track_type: "UNKNOWN", exception: None };
+        let mut t = Track {
+            group: group.clone(),
+            track_type: "UNKNOWN",
+            exception: None,
+        };
         let cc = match ctx.examine_consumer_connection(&group).await {
             Ok(Ok(cc)) => cc,
             Ok(Err(e)) => {
@@ -300,7 +393,9 @@ async fn message_track(ctx: &Ctx, msg: &MessageExt) -> AResult<Vec<Track>> {
                     t.track_type = "NOT_ONLINE";
                 }
                 t.exception = Some(match &e {
-                    ringmq_client::ClientError::Response { code, remark, .. } => format!("CODE:{code} DESC:{remark}"),
+                    ringmq_client::ClientError::Response { code, remark, .. } => {
+                        format!("CODE:{code} DESC:{remark}")
+                    }
                     other => describe(Role::Broker, other),
                 });
                 tracks.push(t);
@@ -319,7 +414,8 @@ async fn message_track(ctx: &Ctx, msg: &MessageExt) -> AResult<Vec<Track>> {
                     t.track_type = "CONSUMED";
                     if let Some(sd) = cc.subscription_table.get(&msg.topic) {
                         let tag = msg.tags().unwrap_or_default();
-                        let passes = sd.tags_set.is_empty() || sd.tags_set.iter().any(|x| x == "*" || x == tag);
+                        let passes = sd.tags_set.is_empty()
+                            || sd.tags_set.iter().any(|x| x == "*" || x == tag);
                         if !passes {
                             t.track_type = "CONSUMED_BUT_FILTERED";
                         }
@@ -344,7 +440,11 @@ async fn consumed(ctx: &Ctx, msg: &MessageExt, group: &str) -> AResult<bool> {
     Ok(stats.offset_table.iter().any(|(mq, o)| {
         mq.topic == msg.topic
             && mq.queue_id == msg.queue_id
-            && info.broker_addr_table.get(&mq.broker_name).and_then(|b| b.broker_addrs.get(&0)) == Some(&store)
+            && info
+                .broker_addr_table
+                .get(&mq.broker_name)
+                .and_then(|b| b.broker_addrs.get(&0))
+                == Some(&store)
             && o.consumer_offset > msg.queue_offset
     }))
 }
@@ -370,7 +470,10 @@ async fn print_tracks(ctx: &Ctx, msg: &MessageExt, out: &mut Out) -> Vec<Value> 
                 .collect()
         }
         Err(e) => {
-            out.warn(format!("cannot tell which groups consumed the message: {}", e.message()));
+            out.warn(format!(
+                "cannot tell which groups consumed the message: {}",
+                e.message()
+            ));
             Vec::new()
         }
     }
@@ -379,12 +482,27 @@ async fn print_tracks(ctx: &Ctx, msg: &MessageExt, out: &mut Out) -> Vec<Value> 
 // ---- lookups ---------------------------------------------------------------------------------
 
 /// `QUERY_MESSAGE` on every master of the topic's route.
-async fn query_masters(ctx: &Ctx, topic: &str, key: &str, max: i32, begin: i64, end: i64, unique: bool) -> AResult<Vec<MessageExt>> {
+async fn query_masters(
+    ctx: &Ctx,
+    topic: &str,
+    key: &str,
+    max: i32,
+    begin: i64,
+    end: i64,
+    unique: bool,
+) -> AResult<Vec<MessageExt>> {
     let route = ctx.route(topic).await?;
     let mut found = Vec::new();
     for bd in &route.broker_datas {
-        let Some(addr) = bd.broker_addrs.get(&0) else { continue };
-        found.extend(ctx.admin.query_message(addr, &bd.broker_name, topic, key, max, begin, end, unique).await.br()?);
+        let Some(addr) = bd.broker_addrs.get(&0) else {
+            continue;
+        };
+        found.extend(
+            ctx.admin
+                .query_message(addr, &bd.broker_name, topic, key, max, begin, end, unique)
+                .await
+                .br()?,
+        );
     }
     Ok(found)
 }
@@ -441,18 +559,35 @@ pub fn status_name(s: SendStatus) -> &'static str {
 }
 
 fn producer(ctx: &Ctx, group: String) -> Producer {
-    Producer::with_client(ctx.client.clone(), ProducerConfig { group, namesrv_addrs: ctx.namesrv.clone(), ..ProducerConfig::default() })
+    Producer::with_client(
+        ctx.client.clone(),
+        ProducerConfig {
+            group,
+            namesrv_addrs: ctx.namesrv.clone(),
+            ..ProducerConfig::default()
+        },
+    )
 }
 
 fn pull_consumer(ctx: &Ctx, group: &str) -> PullConsumer {
     PullConsumer::with_client(
         ctx.client.clone(),
-        PullConsumerConfig { group: group.to_string(), namesrv_addrs: ctx.namesrv.clone(), ..PullConsumerConfig::default() },
+        PullConsumerConfig {
+            group: group.to_string(),
+            namesrv_addrs: ctx.namesrv.clone(),
+            ..PullConsumerConfig::default()
+        },
     )
 }
 
 /// A pull that answers at once (no long polling), as mqadmin's pull consumer does.
-async fn pull_now(c: &PullConsumer, mq: &MessageQueue, sub: &str, offset: i64, max: i32) -> AResult<PullResult> {
+async fn pull_now(
+    c: &PullConsumer,
+    mq: &MessageQueue,
+    sub: &str,
+    offset: i64,
+    max: i32,
+) -> AResult<PullResult> {
     let opts = PullOptions {
         subscription: sub.to_string(),
         max_msgs: max.clamp(1, 32),
@@ -464,7 +599,13 @@ async fn pull_now(c: &PullConsumer, mq: &MessageQueue, sub: &str, offset: i64, m
 }
 
 /// `CONSUME_MESSAGE_DIRECTLY` (309): ask a consumer (through the storing broker) to consume.
-async fn push_to_consumer(ctx: &Ctx, msg: &MessageExt, group: &str, client_id: &str, out: &mut Out) -> AResult<()> {
+async fn push_to_consumer(
+    ctx: &Ctx,
+    msg: &MessageExt,
+    group: &str,
+    client_id: &str,
+    out: &mut Out,
+) -> AResult<()> {
     let addr = msg.store_host.to_string();
     let req = RemotingCommand::request(RequestCode::ConsumeMessageDirectly.code(), 0)
         .with_ext("consumerGroup", group)
@@ -474,7 +615,15 @@ async fn push_to_consumer(ctx: &Ctx, msg: &MessageExt, group: &str, client_id: &
         .with_ext("brokerName", msg.broker_name.clone());
     let resp = ctx.call(&addr, req).await.br()?;
     let v = json::parse(&resp.body).unwrap_or(Value::Null);
-    let field = |k: &str| v.get(k).map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_json())).unwrap_or_else(|| "null".into());
+    let field = |k: &str| {
+        v.get(k)
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| x.to_json())
+            })
+            .unwrap_or_else(|| "null".into())
+    };
     out.line(format!(
         "ConsumeMessageDirectlyResult [order={}, autoCommit={}, consumeResult={}, remark={}, spentTimeMills={}]",
         field("order"),
@@ -489,7 +638,13 @@ async fn push_to_consumer(ctx: &Ctx, msg: &MessageExt, group: &str, client_id: &
 
 pub async fn query_msg_by_id(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     let topic = m.get("topic").unwrap_or_default();
-    let ids: Vec<&str> = m.get("msgId").unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let ids: Vec<&str> = m
+        .get("msgId")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if ids.is_empty() {
         return Err(AdminError::Usage("-i/--msgId is empty".into()));
     }
@@ -507,7 +662,10 @@ pub async fn query_msg_by_id(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
                 let mut resend = Message::new(msg.topic.clone(), msg.body.clone());
                 resend.flag = msg.flag;
                 for (k, v) in msg.properties.iter() {
-                    resend.properties.insert(k, v).map_err(|e| AdminError::failed(format!("property {k}: {e}")))?;
+                    resend
+                        .properties
+                        .insert(k, v)
+                        .map_err(|e| AdminError::failed(format!("property {k}: {e}")))?;
                 }
                 let r = p.send(&resend).await.br()?;
                 out.line(send_result_string(&r));
@@ -527,7 +685,11 @@ pub async fn query_msg_by_id(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
                 .build(),
         );
     }
-    out.json(ObjectBuilder::new().field("results", Value::Array(results)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("results", Value::Array(results))
+            .build(),
+    );
     Ok(())
 }
 
@@ -538,11 +700,24 @@ pub async fn query_msg_by_key(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
     let end: i64 = m.num("endTimestamp", i64::MAX)?;
     let max: i32 = m.num("maxNum", 64)?;
     let list = query_masters(ctx, topic, key, max, begin, end, false).await?;
-    out.line(format!("{:<50} {:>4} {:>40}", "#Message ID", "#QID", "#Offset"));
+    out.line(format!(
+        "{:<50} {:>4} {:>40}",
+        "#Message ID", "#QID", "#Offset"
+    ));
     for msg in &list {
-        out.line(format!("{:<50} {:>4} {:>40}", msg.msg_id, msg.queue_id, msg.queue_offset));
+        out.line(format!(
+            "{:<50} {:>4} {:>40}",
+            msg.msg_id, msg.queue_id, msg.queue_offset
+        ));
     }
-    out.json(ObjectBuilder::new().field("messages", Value::Array(list.iter().map(|x| message_value(x, false)).collect())).build());
+    out.json(
+        ObjectBuilder::new()
+            .field(
+                "messages",
+                Value::Array(list.iter().map(|x| message_value(x, false)).collect()),
+            )
+            .build(),
+    );
     Ok(())
 }
 
@@ -555,7 +730,9 @@ pub async fn query_msg_by_unique_key(ctx: &Ctx, m: &Matches, out: &mut Out) -> A
     }
     let list = query_unique(ctx, topic, id).await?;
     if list.is_empty() {
-        return Err(AdminError::failed(format!("no message with unique key {id} in topic {topic}")));
+        return Err(AdminError::failed(format!(
+            "no message with unique key {id} in topic {topic}"
+        )));
     }
     let shown = if m.has("showAll") { list.len() } else { 1 };
     let mut results = Vec::new();
@@ -571,12 +748,20 @@ pub async fn query_msg_by_unique_key(ctx: &Ctx, m: &Matches, out: &mut Out) -> A
                 .build(),
         );
     }
-    out.json(ObjectBuilder::new().field("results", Value::Array(results)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("results", Value::Array(results))
+            .build(),
+    );
     Ok(())
 }
 
 pub async fn query_msg_by_offset(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
-    let mq = MessageQueue::new(m.get("topic").unwrap_or_default(), m.get("brokerName").unwrap_or_default(), m.num("queueId", 0)?);
+    let mq = MessageQueue::new(
+        m.get("topic").unwrap_or_default(),
+        m.get("brokerName").unwrap_or_default(),
+        m.num("queueId", 0)?,
+    );
     let offset: i64 = m.num("offset", 0)?;
     let c = pull_consumer(ctx, TOOLS_CONSUMER_GROUP);
     let r = pull_now(&c, &mq, "*", offset, 1).await?;
@@ -614,14 +799,18 @@ fn status_text(s: PullStatus) -> &'static str {
 fn time_opt(m: &Matches, long: &str) -> AResult<Option<i64>> {
     match m.get(long) {
         None => Ok(None),
-        Some(v) => parse_timestamp(v).map(Some).map_err(|e| AdminError::Usage(format!("--{}: {e}", long.trim()))),
+        Some(v) => parse_timestamp(v)
+            .map(Some)
+            .map_err(|e| AdminError::Usage(format!("--{}: {e}", long.trim()))),
     }
 }
 
 fn charset_ok(m: &Matches, long: &str, out: &mut Out) {
     if let Some(cs) = m.get(long) {
         if !cs.eq_ignore_ascii_case("UTF-8") && !cs.eq_ignore_ascii_case("UTF8") {
-            out.warn(format!("charset {cs} is not supported; bodies are printed as UTF-8"));
+            out.warn(format!(
+                "charset {cs} is not supported; bodies are printed as UTF-8"
+            ));
         }
     }
 }
@@ -650,7 +839,10 @@ pub async fn print_msg(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
         if let Some(t) = end {
             max = c.search_offset(mq, t).await.br()?;
         }
-        out.line(format!("minOffset={min}, maxOffset={max}, {}", mq_string(mq)));
+        out.line(format!(
+            "minOffset={min}, maxOffset={max}, {}",
+            mq_string(mq)
+        ));
         let mut offset = min;
         for _ in 0..MAX_PULLS_PER_QUEUE {
             if offset >= max {
@@ -673,10 +865,18 @@ pub async fn print_msg(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
                     }
                 }
                 PullStatus::NoMatchedMsg => {
-                    out.line(format!("{} no matched msg. status={}, offset={offset}", mq_string(mq), status_text(r.status)));
+                    out.line(format!(
+                        "{} no matched msg. status={}, offset={offset}",
+                        mq_string(mq),
+                        status_text(r.status)
+                    ));
                 }
                 PullStatus::NoNewMsg | PullStatus::OffsetIllegal => {
-                    out.line(format!("{} print msg finished. status={}, offset={offset}", mq_string(mq), status_text(r.status)));
+                    out.line(format!(
+                        "{} print msg finished. status={}, offset={offset}",
+                        mq_string(mq),
+                        status_text(r.status)
+                    ));
                     break;
                 }
             }
@@ -686,7 +886,11 @@ pub async fn print_msg(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
         }
         out.line("--------------------------------------------------------");
     }
-    out.json(ObjectBuilder::new().field("messages", Value::Array(all)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("messages", Value::Array(all))
+            .build(),
+    );
     Ok(())
 }
 
@@ -744,8 +948,17 @@ pub async fn print_msg_by_queue(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResul
             out.line(format!("Tag: {tag:<30} Count: {n}"));
         }
     }
-    let tag_json = object(counted.iter().map(|(tag, n)| (tag.as_str(), Value::int(*n as i64))));
-    out.json(ObjectBuilder::new().field("messages", Value::Array(all)).field("tagCounts", tag_json).build());
+    let tag_json = object(
+        counted
+            .iter()
+            .map(|(tag, n)| (tag.as_str(), Value::int(*n as i64))),
+    );
+    out.json(
+        ObjectBuilder::new()
+            .field("messages", Value::Array(all))
+            .field("tagCounts", tag_json)
+            .build(),
+    );
     Ok(())
 }
 
@@ -765,7 +978,9 @@ pub async fn send_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
     let body = m.get("body").unwrap_or_default();
     let queue: i32 = m.num("qid", -1)?;
     if m.has("qid") && !m.has("broker") {
-        return Err(AdminError::Usage("Broker name must be set if the queue is chosen! (-b with -i)".into()));
+        return Err(AdminError::Usage(
+            "Broker name must be set if the queue is chosen! (-b with -i)".into(),
+        ));
     }
     ctx.require_namesrv()?;
     let mut msg = Message::new(topic, body.as_bytes().to_vec());
@@ -784,8 +999,17 @@ pub async fn send_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
     let result = p.send_with(&msg, &selector).await;
     p.shutdown().await;
     let r = result.br()?;
-    out.line(format!("{:<32}  {:<4}  {:<20}    {}", "#Broker Name", "#QID", "#Send Result", "#MsgId"));
-    out.line(format!("{:<32}  {:<4}  {:<20}    {}", r.queue.broker_name, r.queue.queue_id, status_name(r.status), r.msg_id));
+    out.line(format!(
+        "{:<32}  {:<4}  {:<20}    {}",
+        "#Broker Name", "#QID", "#Send Result", "#MsgId"
+    ));
+    out.line(format!(
+        "{:<32}  {:<4}  {:<20}    {}",
+        r.queue.broker_name,
+        r.queue.queue_id,
+        status_name(r.status),
+        r.msg_id
+    ));
     out.json(send_result_value(&r));
     Ok(())
 }
@@ -794,23 +1018,33 @@ pub async fn consume_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
     let topic = m.get("topic").unwrap_or_default();
     let count: i64 = m.num("MessageNumber", 128)?;
     if count <= 0 {
-        return Err(AdminError::Usage("Please input a positive messageNumber! (-c)".into()));
+        return Err(AdminError::Usage(
+            "Please input a positive messageNumber! (-c)".into(),
+        ));
     }
     if m.has("queueId") && !m.has("brokerName") {
-        return Err(AdminError::Usage("Please set the brokerName before queueId! (-b with -i)".into()));
+        return Err(AdminError::Usage(
+            "Please set the brokerName before queueId! (-b with -i)".into(),
+        ));
     }
     if m.has("offset") && !m.has("queueId") {
-        return Err(AdminError::Usage("Please set queueId before offset! (-i with -o)".into()));
+        return Err(AdminError::Usage(
+            "Please set queueId before offset! (-i with -o)".into(),
+        ));
     }
     let now = now_ms();
     let begin = time_opt(m, "beginTimestamp ")?;
     let end = time_opt(m, "endTimestamp ")?;
     if begin.is_some_and(|b| b > now) {
-        return Err(AdminError::Usage("Please set the beginTimestamp before now!".into()));
+        return Err(AdminError::Usage(
+            "Please set the beginTimestamp before now!".into(),
+        ));
     }
     if let Some(e) = end {
         if e > now {
-            return Err(AdminError::Usage("Please set the endTimestamp before now!".into()));
+            return Err(AdminError::Usage(
+                "Please set the endTimestamp before now!".into(),
+            ));
         }
         if begin.is_some_and(|b| b > e) {
             return Err(AdminError::Usage("Please make sure that the beginTimestamp is less than or equal to the endTimestamp".into()));
@@ -841,7 +1075,11 @@ pub async fn consume_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
             let start: i64 = m.num("offset", 0)?;
             if start > max {
                 out.line(format!("{} no matched msg, offset={start}", mq_string(&mq)));
-                out.json(ObjectBuilder::new().field("messages", Value::Array(all)).build());
+                out.json(
+                    ObjectBuilder::new()
+                        .field("messages", Value::Array(all))
+                        .build(),
+                );
                 return Ok(());
             }
             let from = min.max(start);
@@ -866,7 +1104,10 @@ pub async fn consume_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
             }
             let (mq, min, mut max) = range(mq).await?;
             if max - min > left {
-                out.line(format!("The older {left} message of the {} queue will be provided", mq.queue_id));
+                out.line(format!(
+                    "The older {left} message of the {} queue will be provided",
+                    mq.queue_id
+                ));
                 max = min + left - 1;
                 left = 0;
             } else {
@@ -881,13 +1122,14 @@ pub async fn consume_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
             if offset > to {
                 break;
             }
-            let r = match pull_now(&c, &mq, "*", offset, (to - offset + 1).clamp(1, 32) as i32).await {
-                Ok(r) => r,
-                Err(e) => {
-                    out.warn(e.message());
-                    break;
-                }
-            };
+            let r =
+                match pull_now(&c, &mq, "*", offset, (to - offset + 1).clamp(1, 32) as i32).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        out.warn(e.message());
+                        break;
+                    }
+                };
             let progressed = r.next_begin_offset > offset;
             offset = r.next_begin_offset;
             match r.status {
@@ -899,10 +1141,18 @@ pub async fn consume_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
                     }
                 }
                 PullStatus::NoMatchedMsg => {
-                    out.line(format!("{} no matched msg. status={}, offset={offset}", mq_string(&mq), status_text(r.status)));
+                    out.line(format!(
+                        "{} no matched msg. status={}, offset={offset}",
+                        mq_string(&mq),
+                        status_text(r.status)
+                    ));
                 }
                 PullStatus::NoNewMsg | PullStatus::OffsetIllegal => {
-                    out.line(format!("{} print msg finished. status={}, offset={offset}", mq_string(&mq), status_text(r.status)));
+                    out.line(format!(
+                        "{} print msg finished. status={}, offset={offset}",
+                        mq_string(&mq),
+                        status_text(r.status)
+                    ));
                     break;
                 }
             }
@@ -911,7 +1161,11 @@ pub async fn consume_message(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<(
             }
         }
     }
-    out.json(ObjectBuilder::new().field("messages", Value::Array(all)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("messages", Value::Array(all))
+            .build(),
+    );
     Ok(())
 }
 
@@ -927,10 +1181,15 @@ pub async fn check_msg_send_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
     let route = p.publish_route(topic).await.ns()?;
     let queues = route.publish_queues.clone();
     if queues.is_empty() {
-        return Err(AdminError::failed(format!("topic {topic} has no writable queue")));
+        return Err(AdminError::failed(format!(
+            "topic {topic} has no writable queue"
+        )));
     }
     let msg = Message::new(topic, "a".repeat(size).into_bytes());
-    out.line(format!("{:<32}  {:<4}  {:<20}    {}", "#Broker Name", "#QID", "#Send Result", "#RT"));
+    out.line(format!(
+        "{:<32}  {:<4}  {:<20}    {}",
+        "#Broker Name", "#QID", "#Send Result", "#RT"
+    ));
     let mut elapsed_ms = 0u128;
     let mut rows = Vec::new();
     for i in 0..amount {
@@ -947,7 +1206,10 @@ pub async fn check_msg_send_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
         if i != 0 {
             elapsed_ms += rt;
         }
-        out.line(format!("{:<32}  {:<4}  {:<20}    {}", mq.broker_name, mq.queue_id, ok, rt));
+        out.line(format!(
+            "{:<32}  {:<4}  {:<20}    {}",
+            mq.broker_name, mq.queue_id, ok, rt
+        ));
         rows.push(
             ObjectBuilder::new()
                 .field("brokerName", mq.broker_name.as_str())
@@ -958,9 +1220,18 @@ pub async fn check_msg_send_rt(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
         );
     }
     p.shutdown().await;
-    let avg = if amount > 1 { elapsed_ms as f64 / (amount - 1) as f64 } else { 0.0 };
+    let avg = if amount > 1 {
+        elapsed_ms as f64 / (amount - 1) as f64
+    } else {
+        0.0
+    };
     out.line(format!("Avg RT: {avg:.2}"));
-    out.json(ObjectBuilder::new().field("avgRt", super::fmt::double_value(avg)).field("sends", Value::Array(rows)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("avgRt", super::fmt::double_value(avg))
+            .field("sends", Value::Array(rows))
+            .build(),
+    );
     Ok(())
 }
 
@@ -973,7 +1244,9 @@ mod tests {
     fn sample() -> MessageExt {
         let mut properties = MessageProperties::new();
         properties.insert("TAGS", "TagA").unwrap();
-        properties.insert("UNIQ_KEY", "7F00000100002A9F0000000000000001").unwrap();
+        properties
+            .insert("UNIQ_KEY", "7F00000100002A9F0000000000000001")
+            .unwrap();
         MessageExt {
             topic: "T1".into(),
             queue_id: 2,
@@ -1000,16 +1273,27 @@ mod tests {
     fn detail_block_matches_mqadmin_labels() {
         let text = detail_text(&sample(), true, "/tmp/rocketmq/msgbodys/x", None);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], format!("{:<20} 7F00000100002AA70000000000000400", "OffsetID:"));
+        assert_eq!(
+            lines[0],
+            format!("{:<20} 7F00000100002AA70000000000000400", "OffsetID:")
+        );
         assert_eq!(lines[2], format!("{:<20} [TagA]", "Tags:"));
         assert_eq!(lines[3], format!("{:<20} [null]", "Keys:"));
         assert_eq!(lines[5], format!("{:<20} 5", "Queue Offset:"));
         assert!(lines[8].starts_with("Born Timestamp:      20"));
         assert_eq!(lines[11], format!("{:<20} 127.0.0.1:10911", "Store Host:"));
-        assert_eq!(lines[13], format!("{:<20} {{TAGS=TagA, UNIQ_KEY=7F00000100002A9F0000000000000001}}", "Properties:"));
+        assert_eq!(
+            lines[13],
+            format!(
+                "{:<20} {{TAGS=TagA, UNIQ_KEY=7F00000100002A9F0000000000000001}}",
+                "Properties:"
+            )
+        );
         assert_eq!(lines.len(), 15);
         assert!(!detail_text(&sample(), false, "p", Some("UTF-8")).contains("OffsetID:"));
-        assert!(detail_text(&sample(), false, "p", Some("UTF-8")).contains("Message Body:        hi"));
+        assert!(
+            detail_text(&sample(), false, "p", Some("UTF-8")).contains("Message Body:        hi")
+        );
     }
 
     #[test]
@@ -1021,14 +1305,28 @@ mod tests {
         assert!(line.contains("toString()=Message{topic='T1', flag=0, properties={TAGS=TagA, UNIQ_KEY=7F00000100002A9F0000000000000001}, body=[104, 105], transactionId='null'}]"));
         assert!(line.ends_with(" BODY: hi"));
         assert!(msg_line(&sample(), false).ends_with("BODY: NOT PRINT BODY"));
-        assert_eq!(mq_string(&MessageQueue::new("T", "b", 1)), "MessageQueue [topic=T, brokerName=b, queueId=1]");
+        assert_eq!(
+            mq_string(&MessageQueue::new("T", "b", 1)),
+            "MessageQueue [topic=T, brokerName=b, queueId=1]"
+        );
     }
 
     #[test]
     fn track_lines() {
-        let t = Track { group: "G".into(), track_type: "NOT_ONLINE", exception: Some("CODE:206 DESC:x".into()) };
-        assert_eq!(t.java_string(), "MessageTrack [consumerGroup=G, trackType=NOT_ONLINE, exceptionDesc=CODE:206 DESC:x]");
-        let t = Track { group: "G".into(), track_type: "CONSUMED", exception: None };
+        let t = Track {
+            group: "G".into(),
+            track_type: "NOT_ONLINE",
+            exception: Some("CODE:206 DESC:x".into()),
+        };
+        assert_eq!(
+            t.java_string(),
+            "MessageTrack [consumerGroup=G, trackType=NOT_ONLINE, exceptionDesc=CODE:206 DESC:x]"
+        );
+        let t = Track {
+            group: "G".into(),
+            track_type: "CONSUMED",
+            exception: None,
+        };
         assert!(t.java_string().ends_with("exceptionDesc=null]"));
     }
 }

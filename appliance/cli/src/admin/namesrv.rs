@@ -12,17 +12,29 @@ use super::fmt::{object, string_map_value};
 use super::out::{describe, AResult, AdminError, At, Out, Role};
 
 pub const COMMANDS: &[Cmd] = &[
-    Cmd { name: "getNamesrvConfig", desc: "Print the configuration of every name server.", opts: &[], one_of: &[] },
+    Cmd {
+        name: "getNamesrvConfig",
+        desc: "Print the configuration of every name server.",
+        opts: &[],
+        one_of: &[],
+    },
     Cmd {
         name: "updateNamesrvConfig",
         desc: "Change one configuration key on every name server.",
-        opts: &[req("k", "key", "configuration key"), req("v", "value", "configuration value")],
+        opts: &[
+            req("k", "key", "configuration key"),
+            req("v", "value", "configuration value"),
+        ],
         one_of: &[],
     },
     Cmd {
         name: "updateKvConfig",
         desc: "Create or update a KV config entry on the name servers.",
-        opts: &[req("s", "namespace", "namespace"), req("k", "key", "key"), req("v", "value", "value")],
+        opts: &[
+            req("s", "namespace", "namespace"),
+            req("k", "key", "key"),
+            req("v", "value", "value"),
+        ],
         one_of: &[],
     },
     Cmd {
@@ -76,8 +88,14 @@ pub async fn update_namesrv_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> ARe
         ctx.admin.update_namesrv_config(addr, &config).await.ns()?;
     }
     // mqadmin names the servers only when they came from -n.
-    let listed = if m.has("namesrvAddr") { java_list(&ctx.namesrv) } else { String::new() };
-    out.line(format!("update name server config success!{listed}\n{key} : {value}"));
+    let listed = if m.has("namesrvAddr") {
+        java_list(&ctx.namesrv)
+    } else {
+        String::new()
+    };
+    out.line(format!(
+        "update name server config success!{listed}\n{key} : {value}"
+    ));
     out.json(
         ObjectBuilder::new()
             .field("key", key)
@@ -95,19 +113,37 @@ fn java_list(items: &[String]) -> String {
 
 pub async fn update_kv_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     ctx.require_namesrv()?;
-    let (ns, key, value) = (m.get("namespace").unwrap_or_default(), m.get("key").unwrap_or_default(), m.get("value").unwrap_or_default());
+    let (ns, key, value) = (
+        m.get("namespace").unwrap_or_default(),
+        m.get("key").unwrap_or_default(),
+        m.get("value").unwrap_or_default(),
+    );
     ctx.admin.kv_put(ns, key, value).await.ns()?;
     out.line("create or update kv config to namespace success.");
-    out.json(ObjectBuilder::new().field("key", key).field("namespace", ns).field("value", value).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("key", key)
+            .field("namespace", ns)
+            .field("value", value)
+            .build(),
+    );
     Ok(())
 }
 
 pub async fn delete_kv_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     ctx.require_namesrv()?;
-    let (ns, key) = (m.get("namespace").unwrap_or_default(), m.get("key").unwrap_or_default());
+    let (ns, key) = (
+        m.get("namespace").unwrap_or_default(),
+        m.get("key").unwrap_or_default(),
+    );
     ctx.admin.kv_delete(ns, key).await.ns()?;
     out.line("delete kv config from namespace success.");
-    out.json(ObjectBuilder::new().field("key", key).field("namespace", ns).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("key", key)
+            .field("namespace", ns)
+            .build(),
+    );
     Ok(())
 }
 
@@ -125,13 +161,26 @@ async fn write_perm(ctx: &Ctx, m: &Matches, out: &mut Out, add: bool) -> AResult
         let req = RemotingCommand::request(code.code(), 0).with_ext("brokerName", broker);
         match ctx.call(addr, req).await {
             Ok(resp) => {
-                let n: i64 = resp.ext_fields.get(count_key).and_then(|v| v.parse().ok()).unwrap_or(0);
-                out.line(format!("{verb} write perm of broker[{broker}] in name server[{addr}] OK, {n}"));
-                results.push(ObjectBuilder::new().field("namesrvAddr", addr.as_str()).field("topicCount", n).build());
+                let n: i64 = resp
+                    .ext_fields
+                    .get(count_key)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                out.line(format!(
+                    "{verb} write perm of broker[{broker}] in name server[{addr}] OK, {n}"
+                ));
+                results.push(
+                    ObjectBuilder::new()
+                        .field("namesrvAddr", addr.as_str())
+                        .field("topicCount", n)
+                        .build(),
+                );
             }
             Err(e) => {
                 failures += 1;
-                out.line(format!("{verb} write perm of broker[{broker}] in name server[{addr}] Failed"));
+                out.line(format!(
+                    "{verb} write perm of broker[{broker}] in name server[{addr}] Failed"
+                ));
                 out.warn(describe(Role::Namesrv, &e));
                 results.push(
                     ObjectBuilder::new()
@@ -142,7 +191,12 @@ async fn write_perm(ctx: &Ctx, m: &Matches, out: &mut Out, add: bool) -> AResult
             }
         }
     }
-    out.json(ObjectBuilder::new().field("brokerName", broker).field("results", Value::Array(results)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("brokerName", broker)
+            .field("results", Value::Array(results))
+            .build(),
+    );
     if failures > 0 {
         return Err(AdminError::failed(format!(
             "{verb} write perm of broker {broker} failed on {failures} of {} name servers",
@@ -169,7 +223,13 @@ mod tests {
         let mut c = BTreeMap::new();
         c.insert("listenPort".to_string(), "9876".to_string());
         let s = config_block("127.0.0.1:9876", &c);
-        assert_eq!(s, format!("============127.0.0.1:9876============\n{:<50}=  9876\n", "listenPort"));
+        assert_eq!(
+            s,
+            format!(
+                "============127.0.0.1:9876============\n{:<50}=  9876\n",
+                "listenPort"
+            )
+        );
         assert_eq!(java_list(&["a:1".into(), "b:2".into()]), "[a:1, b:2]");
     }
 }

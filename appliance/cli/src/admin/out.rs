@@ -18,13 +18,19 @@ pub struct Out {
 
 impl Out {
     pub fn stdout(json: bool) -> Self {
-        Self { json, captured: None }
+        Self {
+            json,
+            captured: None,
+        }
     }
 
     /// An `Out` that keeps its text for inspection (tests).
     #[cfg(test)]
     pub fn capture(json: bool) -> Self {
-        Self { json, captured: Some(String::new()) }
+        Self {
+            json,
+            captured: Some(String::new()),
+        }
     }
 
     #[cfg(test)]
@@ -131,7 +137,9 @@ impl Role {
 }
 
 fn request_name(code: i32) -> String {
-    RequestCode::from_code(code).map(|c| c.name().to_string()).unwrap_or_else(|| format!("request {code}"))
+    RequestCode::from_code(code)
+        .map(|c| c.name().to_string())
+        .unwrap_or_else(|| format!("request {code}"))
 }
 
 /// One line for a client failure: `broker 127.0.0.1:10911 refused GET_TOPIC_STATS_INFO:
@@ -146,25 +154,46 @@ pub fn describe(role: Role, e: &ClientError) -> String {
     };
     let one_line = |s: &str| s.replace(['\n', '\r'], " ");
     match e {
-        ClientError::Connect { addr, reason } => format!("{} is unreachable: {}", who(addr), one_line(reason)),
+        ClientError::Connect { addr, reason } => {
+            format!("{} is unreachable: {}", who(addr), one_line(reason))
+        }
         ClientError::ConnectionClosed { addr, reason } => {
             format!("{} closed the connection: {}", who(addr), one_line(reason))
         }
-        ClientError::Timeout { addr, request_code, timeout_ms } => format!(
+        ClientError::Timeout {
+            addr,
+            request_code,
+            timeout_ms,
+        } => format!(
             "{} did not answer {} within {timeout_ms} ms",
             who(addr),
             request_name(*request_code)
         ),
-        ClientError::Response { addr, request_code, code, remark } => {
-            let code_name = ResponseCode::from_code(*code).map(|c| c.name()).unwrap_or("UNKNOWN");
-            let mut s = format!("{} refused {}: {code_name} ({code})", who(addr), request_name(*request_code));
+        ClientError::Response {
+            addr,
+            request_code,
+            code,
+            remark,
+        } => {
+            let code_name = ResponseCode::from_code(*code)
+                .map(|c| c.name())
+                .unwrap_or("UNKNOWN");
+            let mut s = format!(
+                "{} refused {}: {code_name} ({code})",
+                who(addr),
+                request_name(*request_code)
+            );
             if !remark.is_empty() {
                 s.push_str(": ");
                 s.push_str(&one_line(remark));
             }
             s
         }
-        ClientError::Protocol { addr, request_code, reason } => format!(
+        ClientError::Protocol {
+            addr,
+            request_code,
+            reason,
+        } => format!(
             "{} sent a malformed {} response: {}",
             who(addr),
             request_name(*request_code),
@@ -206,8 +235,14 @@ mod tests {
 
     #[test]
     fn errors_name_the_server_and_the_reason_on_one_line() {
-        let e = ClientError::Connect { addr: "127.0.0.1:1".into(), reason: "Connection refused (os error 111)".into() };
-        assert_eq!(describe(Role::Namesrv, &e), "name server 127.0.0.1:1 is unreachable: Connection refused (os error 111)");
+        let e = ClientError::Connect {
+            addr: "127.0.0.1:1".into(),
+            reason: "Connection refused (os error 111)".into(),
+        };
+        assert_eq!(
+            describe(Role::Namesrv, &e),
+            "name server 127.0.0.1:1 is unreachable: Connection refused (os error 111)"
+        );
         let e = ClientError::Response {
             addr: "10.0.0.1:10911".into(),
             request_code: 202,
@@ -216,8 +251,15 @@ mod tests {
         };
         let s = describe(Role::Broker, &e);
         assert_eq!(s, "broker 10.0.0.1:10911 refused GET_TOPIC_STATS_INFO: TOPIC_NOT_EXIST (17): topic T not exist");
-        let e = ClientError::Timeout { addr: "h:1".into(), request_code: 106, timeout_ms: 5000 };
-        assert_eq!(describe(Role::Namesrv, &e), "name server h:1 did not answer GET_BROKER_CLUSTER_INFO within 5000 ms");
+        let e = ClientError::Timeout {
+            addr: "h:1".into(),
+            request_code: 106,
+            timeout_ms: 5000,
+        };
+        assert_eq!(
+            describe(Role::Namesrv, &e),
+            "name server h:1 did not answer GET_BROKER_CLUSTER_INFO within 5000 ms"
+        );
     }
 
     #[test]

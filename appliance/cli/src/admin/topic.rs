@@ -23,11 +23,19 @@ pub const COMMANDS: &[Cmd] = &[
         opts: &[
             opt("b", "brokerAddr", "broker address to create the topic on"),
             opt("c", "clusterName", "cluster whose masters get the topic"),
-            opt("a", "attributes", "attribute changes, e.g. +message.type=FIFO,-key"),
+            opt(
+                "a",
+                "attributes",
+                "attribute changes, e.g. +message.type=FIFO,-key",
+            ),
             req("t", "topic", "topic name"),
             opt("r", "readQueueNums", "read queue count (default 8)"),
             opt("w", "writeQueueNums", "write queue count (default 8)"),
-            opt("p", "perm", "permission: 2 write, 4 read, 6 read+write (default 6)"),
+            opt(
+                "p",
+                "perm",
+                "permission: 2 write, 4 read, 6 read+write (default 6)",
+            ),
             opt("o", "order", "ordered topic: true|false"),
             opt("u", "unit", "unit topic: true|false"),
             opt("s", "hasUnitSub", "has unit subscription: true|false"),
@@ -37,25 +45,42 @@ pub const COMMANDS: &[Cmd] = &[
     Cmd {
         name: "deleteTopic",
         desc: "Delete a topic from the masters of a cluster and from the name servers.",
-        opts: &[req("t", "topic", "topic name"), req("c", "clusterName", "cluster to delete the topic from")],
+        opts: &[
+            req("t", "topic", "topic name"),
+            req("c", "clusterName", "cluster to delete the topic from"),
+        ],
         one_of: &[],
     },
     Cmd {
         name: "topicList",
         desc: "List the topics the name server knows.",
-        opts: &[flag("c", "clusterModel", "also print each topic's cluster and consumer groups")],
+        opts: &[flag(
+            "c",
+            "clusterModel",
+            "also print each topic's cluster and consumer groups",
+        )],
         one_of: &[],
     },
     Cmd {
         name: "topicRoute",
         desc: "Print a topic's route from the name server.",
-        opts: &[req("t", "topic", "topic name"), flag("l", "list", "print the route as a table")],
+        opts: &[
+            req("t", "topic", "topic name"),
+            flag("l", "list", "print the route as a table"),
+        ],
         one_of: &[],
     },
     Cmd {
         name: "topicStatus",
         desc: "Print the min/max offset of every queue of a topic.",
-        opts: &[req("t", "topic", "topic name"), opt("c", "cluster", "cluster name (or lmq parent topic) to look the brokers up by")],
+        opts: &[
+            req("t", "topic", "topic name"),
+            opt(
+                "c",
+                "cluster",
+                "cluster name (or lmq parent topic) to look the brokers up by",
+            ),
+        ],
         one_of: &[],
     },
     Cmd {
@@ -183,7 +208,13 @@ pub fn parse_attributes(text: &str) -> Result<BTreeMap<String, String>, String> 
 /// The header text of an attribute map (`AttributeParser.parseToString`).
 pub fn attributes_text(map: &BTreeMap<String, String>) -> String {
     map.iter()
-        .map(|(k, v)| if k.starts_with('+') { format!("{k}={v}") } else { k.clone() })
+        .map(|(k, v)| {
+            if k.starts_with('+') {
+                format!("{k}={v}")
+            } else {
+                k.clone()
+            }
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -199,7 +230,11 @@ pub fn merge_order_conf(old: Option<&str>, new: &str) -> String {
             }
         }
     }
-    entries.iter().map(|(b, n)| format!("{b}:{n}")).collect::<Vec<_>>().join(";")
+    entries
+        .iter()
+        .map(|(b, n)| format!("{b}:{n}"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 async fn create_topic(ctx: &Ctx, addr: &str, conf: &TopicConf) -> AResult<()> {
@@ -226,17 +261,29 @@ pub async fn update_topic(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
         if conf.order {
             let name = ctx.broker_name_of(addr).await?;
             let entry = format!("{name}:{}", conf.write_queue_nums);
-            let old = ctx.admin.kv_get(ORDER_TOPIC_CONFIG, &conf.topic_name).await.ns()?;
+            let old = ctx
+                .admin
+                .kv_get(ORDER_TOPIC_CONFIG, &conf.topic_name)
+                .await
+                .ns()?;
             let merged = merge_order_conf(old.as_deref(), &entry);
-            ctx.admin.kv_put(ORDER_TOPIC_CONFIG, &conf.topic_name, &merged).await.ns()?;
-            out.line(format!("set broker orderConf. isOrder={}, orderConf=[{entry}]", conf.order));
+            ctx.admin
+                .kv_put(ORDER_TOPIC_CONFIG, &conf.topic_name, &merged)
+                .await
+                .ns()?;
+            out.line(format!(
+                "set broker orderConf. isOrder={}, orderConf=[{entry}]",
+                conf.order
+            ));
             order_conf = Some(merged);
         }
         out.line(format!("create topic to {addr} success."));
     } else if let Some(cluster) = m.get("clusterName") {
         let masters = ctx.masters(cluster).await?;
         if masters.is_empty() {
-            return Err(AdminError::failed(format!("cluster {cluster} has no master broker")));
+            return Err(AdminError::failed(format!(
+                "cluster {cluster} has no master broker"
+            )));
         }
         for addr in &masters {
             create_topic(ctx, addr, &conf).await?;
@@ -246,9 +293,19 @@ pub async fn update_topic(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
         if conf.order {
             let info = ctx.cluster_info().await?;
             let names = super::ctx::cluster_brokers(&info, cluster)?;
-            let entry = names.iter().map(|n| format!("{n}:{}", conf.write_queue_nums)).collect::<Vec<_>>().join(";");
-            ctx.admin.kv_put(ORDER_TOPIC_CONFIG, &conf.topic_name, &entry).await.ns()?;
-            out.line(format!("set cluster orderConf. isOrder={}, orderConf=[{entry}]", conf.order));
+            let entry = names
+                .iter()
+                .map(|n| format!("{n}:{}", conf.write_queue_nums))
+                .collect::<Vec<_>>()
+                .join(";");
+            ctx.admin
+                .kv_put(ORDER_TOPIC_CONFIG, &conf.topic_name, &entry)
+                .await
+                .ns()?;
+            out.line(format!(
+                "set cluster orderConf. isOrder={}, orderConf=[{entry}]",
+                conf.order
+            ));
             order_conf = Some(entry);
         }
     }
@@ -270,8 +327,13 @@ pub async fn delete_topic(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
     for addr in &masters {
         ctx.admin.delete_topic_in_broker(addr, topic).await.br()?;
     }
-    out.line(format!("delete topic [{topic}] from cluster [{cluster}] success."));
-    ctx.admin.delete_topic_in_namesrv(topic, Some(cluster)).await.ns()?;
+    out.line(format!(
+        "delete topic [{topic}] from cluster [{cluster}] success."
+    ));
+    ctx.admin
+        .delete_topic_in_namesrv(topic, Some(cluster))
+        .await
+        .ns()?;
     out.line(format!("delete topic [{topic}] from NameServer success."));
     out.json(
         ObjectBuilder::new()
@@ -295,11 +357,18 @@ pub async fn topic_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
         for t in &topics {
             out.line(t);
         }
-        out.json(ObjectBuilder::new().field("topicList", json::string_array(&topics)).build());
+        out.json(
+            ObjectBuilder::new()
+                .field("topicList", json::string_array(&topics))
+                .build(),
+        );
         return Ok(());
     }
     let info = ctx.cluster_info().await?;
-    out.line(format!("{:<20}  {:<48}  {:<48}", "#Cluster Name", "#Topic", "#Consumer Group"));
+    out.line(format!(
+        "{:<20}  {:<48}  {:<48}",
+        "#Cluster Name", "#Topic", "#Consumer Group"
+    ));
     let mut rows = Vec::new();
     for topic in topics.iter().filter(|t| !is_retry_or_dlq(t)) {
         // Like mqadmin, a topic whose route or consumers cannot be read still gets a row.
@@ -320,7 +389,12 @@ pub async fn topic_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
             groups.push(String::new());
         }
         for g in groups {
-            out.line(format!("{:<20}  {:<64}  {:<64}", front(&cluster, 20), front(topic, 64), front(&g, 64)));
+            out.line(format!(
+                "{:<20}  {:<64}  {:<64}",
+                front(&cluster, 20),
+                front(topic, 64),
+                front(&g, 64)
+            ));
             rows.push(
                 ObjectBuilder::new()
                     .field("clusterName", cluster.as_str())
@@ -330,7 +404,11 @@ pub async fn topic_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
             );
         }
     }
-    out.json(ObjectBuilder::new().field("rows", Value::Array(rows)).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("rows", Value::Array(rows))
+            .build(),
+    );
     Ok(())
 }
 
@@ -351,7 +429,15 @@ fn route_row(cols: [String; 6]) -> String {
 pub fn route_table(route: &TopicRouteData) -> String {
     let mut out = String::new();
     out.push_str(&route_row(
-        ["#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"].map(String::from),
+        [
+            "#ClusterName",
+            "#BrokerName",
+            "#BrokerAddrs",
+            "#ReadQueue",
+            "#WriteQueue",
+            "#Perm",
+        ]
+        .map(String::from),
     ));
     out.push('\n');
     let mut brokers: Vec<_> = route.broker_datas.iter().collect();
@@ -362,12 +448,20 @@ pub fn route_table(route: &TopicRouteData) -> String {
         names.insert(q.broker_name.clone());
     }
     for bd in brokers {
-        let Some(q) = route.queue_datas.iter().find(|q| q.broker_name == bd.broker_name) else {
+        let Some(q) = route
+            .queue_datas
+            .iter()
+            .find(|q| q.broker_name == bd.broker_name)
+        else {
             continue;
         };
         total_read += i64::from(q.read_queue_nums);
         total_write += i64::from(q.write_queue_nums);
-        let addrs: Vec<(String, &str)> = bd.broker_addrs.iter().map(|(id, a)| (id.to_string(), a.as_str())).collect();
+        let addrs: Vec<(String, &str)> = bd
+            .broker_addrs
+            .iter()
+            .map(|(id, a)| (id.to_string(), a.as_str()))
+            .collect();
         out.push_str(&route_row([
             bd.cluster.clone(),
             bd.broker_name.clone(),
@@ -411,7 +505,11 @@ pub fn topic_status_text(stats: &TopicStatsTable) -> String {
         "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"
     );
     for (mq, o) in &stats.offset_table {
-        let last = if o.last_update_timestamp > 0 { human_time(o.last_update_timestamp) } else { String::new() };
+        let last = if o.last_update_timestamp > 0 {
+            human_time(o.last_update_timestamp)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
             "{:<32}  {:<4}  {:<20}  {:<20}    {}\n",
             front(&mq.broker_name, 32),
@@ -422,7 +520,10 @@ pub fn topic_status_text(stats: &TopicStatsTable) -> String {
         ));
     }
     out.push('\n');
-    out.push_str(&format!("Topic Put TPS: {}\n", java_double_text(stats.topic_put_tps)));
+    out.push_str(&format!(
+        "Topic Put TPS: {}\n",
+        java_double_text(stats.topic_put_tps)
+    ));
     out
 }
 
@@ -491,7 +592,12 @@ pub async fn topic_cluster_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResul
     for c in &clusters {
         out.line(c);
     }
-    out.json(ObjectBuilder::new().field("clusters", json::string_array(&clusters)).field("topic", topic).build());
+    out.json(
+        ObjectBuilder::new()
+            .field("clusters", json::string_array(&clusters))
+            .field("topic", topic)
+            .build(),
+    );
     Ok(())
 }
 
@@ -499,10 +605,9 @@ pub async fn update_topic_perm(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
     let topic = m.get("topic").unwrap_or_default();
     let perm: i32 = m.num("perm", 0)?;
     let route = ctx.route(topic).await?;
-    let first = route
-        .queue_datas
-        .first()
-        .ok_or_else(|| AdminError::failed(format!("the route of topic {topic} has no queue data")))?;
+    let first = route.queue_datas.first().ok_or_else(|| {
+        AdminError::failed(format!("the route of topic {topic} has no queue data"))
+    })?;
     let mut conf = TopicConf::new(topic);
     conf.read_queue_nums = first.read_queue_nums;
     conf.write_queue_nums = first.write_queue_nums;
@@ -523,23 +628,35 @@ pub async fn update_topic_perm(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult
             .find(|b| b.broker_addrs.get(&0).map(String::as_str) == Some(addr))
             .map(|b| b.broker_name.clone())
             .ok_or_else(|| {
-                AdminError::failed(format!("{addr} is not the master of a broker in the route of topic {topic}"))
+                AdminError::failed(format!(
+                    "{addr} is not the master of a broker in the route of topic {topic}"
+                ))
             })?;
-        let old = route.queue_datas.iter().find(|q| q.broker_name == name).map(|q| q.perm).unwrap_or(0);
+        let old = route
+            .queue_datas
+            .iter()
+            .find(|q| q.broker_name == name)
+            .map(|q| q.perm)
+            .unwrap_or(0);
         if old == perm {
             out.line("new perm equals to the old one!");
             out.json(json_result(old, &[]));
             return Ok(());
         }
         create_topic(ctx, addr, &conf).await?;
-        out.line(format!("update topic perm from {old} to {perm} in {addr} success."));
+        out.line(format!(
+            "update topic perm from {old} to {perm} in {addr} success."
+        ));
         out.line(format!("{}.", conf.java_string()));
         out.json(json_result(old, &[addr.to_string()]));
     } else if let Some(cluster) = m.get("clusterName") {
         let masters = ctx.masters(cluster).await?;
         for addr in &masters {
             create_topic(ctx, addr, &conf).await?;
-            out.line(format!("update topic perm from {} to {perm} in {addr} success.", first.perm));
+            out.line(format!(
+                "update topic perm from {} to {perm} in {addr} success.",
+                first.perm
+            ));
         }
         out.json(json_result(first.perm, &masters));
     }
@@ -599,13 +716,30 @@ mod tests {
     #[test]
     fn topic_status_rows() {
         let mut s = TopicStatsTable::default();
-        s.offset_table.insert(MessageQueue::new("T", "broker-a", 1), TopicOffset { min_offset: 0, max_offset: 7, last_update_timestamp: 0 });
-        s.offset_table.insert(MessageQueue::new("T", "broker-a", 0), TopicOffset { min_offset: 2, max_offset: 12, last_update_timestamp: 1_700_000_000_000 });
+        s.offset_table.insert(
+            MessageQueue::new("T", "broker-a", 1),
+            TopicOffset {
+                min_offset: 0,
+                max_offset: 7,
+                last_update_timestamp: 0,
+            },
+        );
+        s.offset_table.insert(
+            MessageQueue::new("T", "broker-a", 0),
+            TopicOffset {
+                min_offset: 2,
+                max_offset: 12,
+                last_update_timestamp: 1_700_000_000_000,
+            },
+        );
         let text = topic_status_text(&s);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "#Broker Name                      #QID  #Min Offset           #Max Offset             #Last Updated");
         assert!(lines[1].starts_with("broker-a                          0     2                     12                      20"), "{}", lines[1]);
-        assert_eq!(lines[2].trim_end(), "broker-a                          1     0                     7");
+        assert_eq!(
+            lines[2].trim_end(),
+            "broker-a                          1     0                     7"
+        );
         assert_eq!(lines[4], "Topic Put TPS: 0.0");
         let v = topic_stats_value("T", &s).to_json();
         assert!(v.contains(r#""maxOffset":12"#), "{v}");

@@ -501,8 +501,7 @@ impl<'a> Reader<'a> {
         }
         self.expect(b'{', "extFields must be a JSON object")?;
         // Every key and value fits in what is left of the header: one text allocation.
-        let mut fields =
-            ExtFields::with_capacities(EXT_FIELDS_CAPACITY, self.buf.len() - self.pos);
+        let mut fields = ExtFields::with_capacities(EXT_FIELDS_CAPACITY, self.buf.len() - self.pos);
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;

@@ -559,15 +559,16 @@ pub(crate) fn start_cores(
             ),
         ));
     }
-    let listener = bind_listener_retrying(config.listen_addr, tuning.listen_backlog).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "{}: cannot listen on {}: {e}",
-                config.name, config.listen_addr
-            ),
-        )
-    })?;
+    let listener =
+        bind_listener_retrying(config.listen_addr, tuning.listen_backlog).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: cannot listen on {}: {e}",
+                    config.name, config.listen_addr
+                ),
+            )
+        })?;
     let local_addr = listener.local_addr()?;
 
     let n = config.network_cores.len();
@@ -654,7 +655,9 @@ fn bind_listener_retrying(addr: SocketAddr, backlog: i32) -> io::Result<std::net
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_RETRY_MS);
     loop {
         match bind_listener(addr, backlog) {
-            Err(e) if e.kind() == io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e.kind() == io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(BIND_RETRY_STEP_MS));
             }
             result => return result,
