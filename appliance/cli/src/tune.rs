@@ -19,6 +19,8 @@ struct Setting {
     /// Settings whose current value is one of several words (`[none] mq-deadline`) are
     /// matched on the bracketed word.
     bracketed: bool,
+    /// The kernel may refuse the write (managed IRQs): a refusal is reported, not a failure.
+    kernel_may_refuse: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -65,10 +67,60 @@ fn all_settings(store_dir: &Path) -> Vec<Setting> {
                  that ask for huge pages should get them"
             .into(),
         bracketed: true,
+        kernel_may_refuse: false,
     });
     settings.extend(block_device_settings(store_dir));
     settings.extend(cpu_governor_settings());
+    settings.extend(irq_settings(&ringmq_runtime::cores::CoreMap::detect()));
     settings
+}
+
+/// Every device interrupt should avoid the cores of the append, flush and reput stages
+/// (the default core map for this machine; `ringmq.cores.*` can move them).
+fn irq_settings(cores: &ringmq_runtime::cores::CoreMap) -> Vec<Setting> {
+    let mut stage_cores = vec![cores.append, cores.flush, cores.reput];
+    stage_cores.sort_unstable();
+    stage_cores.dedup();
+    let allowed: Vec<usize> = (0..cores.available)
+        .filter(|c| !stage_cores.contains(c))
+        .collect();
+    if allowed.is_empty() {
+        return Vec::new();
+    }
+    let recommended = ringmq_runtime::cores::format_core_list(&allowed);
+    let Ok(entries) = std::fs::read_dir("/proc/irq") else {
+        return Vec::new();
+    };
+    let mut irqs: Vec<(u32, String)> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let irq: u32 = e.file_name().to_str()?.parse().ok()?;
+            // An IRQ with a handler has a sub-directory named after its device.
+            let device = std::fs::read_dir(e.path()).ok()?.find_map(|d| {
+                let d = d.ok()?;
+                d.file_type()
+                    .ok()?
+                    .is_dir()
+                    .then(|| d.file_name().to_string_lossy().into_owned())
+            })?;
+            Some((irq, device))
+        })
+        .collect();
+    irqs.sort();
+    irqs.into_iter()
+        .map(|(irq, device)| Setting {
+            name: format!("irq {irq} ({device}) affinity"),
+            path: PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list")),
+            recommended: recommended.clone(),
+            reason: format!(
+                "interrupt handling on the stage cores ({}) delays appends and fdatasync \
+                 completions",
+                ringmq_runtime::cores::format_core_list(&stage_cores)
+            ),
+            bracketed: false,
+            kernel_may_refuse: true,
+        })
+        .collect()
 }
 
 /// Reads `key = value` lines; the comment block above a key (or group of keys) is its
@@ -96,6 +148,7 @@ fn parse_sysctl_conf(text: &str) -> Vec<Setting> {
                 recommended: normalize(value),
                 reason: reason.clone(),
                 bracketed: false,
+                kernel_may_refuse: false,
             });
         } else if line.is_empty() && reason_closed {
             reason.clear();
@@ -119,6 +172,7 @@ fn block_device_settings(store_dir: &Path) -> Vec<Setting> {
                      sequentially and a scheduler only adds latency to fdatasync"
                 .into(),
             bracketed: true,
+            kernel_may_refuse: false,
         },
         Setting {
             name: "read_ahead_kb (store device)".into(),
@@ -128,6 +182,7 @@ fn block_device_settings(store_dir: &Path) -> Vec<Setting> {
                      pages, none makes every cold pull a seek"
                 .into(),
             bracketed: false,
+            kernel_may_refuse: false,
         },
     ]
 }
@@ -161,6 +216,7 @@ fn cpu_governor_settings() -> Vec<Setting> {
             recommended: "performance".into(),
             reason: "pinned core loops poll; frequency ramps add tens of microseconds".into(),
             bracketed: false,
+            kernel_may_refuse: false,
         });
     }
     settings
@@ -241,6 +297,9 @@ fn apply(settings: &[Setting]) -> ExitCode {
                         "applied  {}: {current} -> {}",
                         setting.name, setting.recommended
                     ),
+                    Err(e) if setting.kernel_may_refuse => {
+                        println!("skipped  {}: the kernel manages it ({e})", setting.name)
+                    }
                     Err(e) => {
                         failed += 1;
                         println!(
@@ -304,6 +363,7 @@ mod tests {
             recommended: "none".into(),
             reason: "r".into(),
             bracketed: true,
+            kernel_may_refuse: false,
         };
         assert_eq!(state_of(&setting), State::Ok);
         setting.recommended = "kyber".into();

@@ -6,12 +6,11 @@
 //! (pinned to its CPU on hosts with more than 2 cores, see
 //! `ServerTuning::pin_network_cores`), each running its own compio runtime on io_uring
 //! (`core.rs`). The first core accepts and hands connections round-robin to every core;
-//! from then on a connection
-//! lives on one core only (`conn.rs`): its reads, frame decoding, handler calls and
-//! writes never leave that thread. The only cross-thread paths are messages into a core's
-//! inbox: deferred answers (`Responder::respond`), `Connection::send_oneway`,
-//! `Connection::close`, connection hand-off and shutdown, each followed by a coalesced
-//! eventfd wake-up.
+//! from then on a connection lives on one core only (`conn.rs`): its reads, frame
+//! decoding, handler calls and writes never leave that thread. The only cross-thread
+//! paths are messages into a core's inbox: deferred answers (`Responder::respond`),
+//! `Connection::send_oneway`, `Connection::close`, connection hand-off and shutdown, each
+//! followed by a coalesced eventfd wake-up.
 
 use std::fmt;
 use std::io;
