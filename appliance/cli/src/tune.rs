@@ -150,7 +150,9 @@ fn parse_sysctl_conf(text: &str) -> Vec<Setting> {
                 bracketed: false,
                 kernel_may_refuse: false,
             });
-        } else if line.is_empty() && reason_closed {
+        } else if line.is_empty() {
+            // A blank line ends a comment block: a block not followed directly by a key
+            // (the file's header) is nobody's reason.
             reason.clear();
             reason_closed = false;
         }
@@ -339,6 +341,11 @@ mod tests {
         assert!(
             settings.iter().all(|s| !s.reason.is_empty()),
             "every key needs a reason"
+        );
+        assert!(
+            !swappiness.reason.contains("sysctl.d"),
+            "the file's header comment is not a reason: {}",
+            swappiness.reason
         );
     }
 
