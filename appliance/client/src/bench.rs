@@ -373,6 +373,11 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
     // In e2e mode the consumer threads report (latency = born → consumed); producer
     // threads still run but their snapshots are not part of the summary.
     let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    if consumer_side && producer_side {
+        // Consumers need the topic's route before anything is produced; a first send
+        // creates a new topic from TBW102 the way a producer would.
+        ensure_topic(&args)?;
+    }
     if consumer_side {
         for t in 0..args.threads {
             let (a, c, tx, ready) = (args.clone(), control.clone(), tx.clone(), ready_tx.clone());
@@ -645,6 +650,28 @@ async fn deadline_watch(control: Arc<Control>) {
 fn finish(stats: &Stats, done: &Cell<bool>, id: usize, tx: &mpsc::Sender<(usize, Snapshot)>) {
     done.set(true);
     let _ = tx.send((id, stats.take(true)));
+}
+
+/// Sends one small message so the broker auto-creates `args.topic` (consumers placed
+/// after it never see it).
+fn ensure_topic(args: &BenchArgs) -> Result<()> {
+    crate::blocking::block_on(async {
+        let producer = Producer::new(ProducerConfig {
+            group: "benchmark_topic_setup".into(),
+            namesrv_addrs: args.namesrv_addrs(),
+            send_timeout_ms: args.timeout_ms,
+            ..ProducerConfig::default()
+        });
+        let sent = producer
+            .send(&crate::message::Message::new(
+                args.topic.clone(),
+                &b"ringmq bench setup"[..],
+            ))
+            .await
+            .map(|_| ());
+        producer.shutdown().await;
+        sent
+    })
 }
 
 fn producer_thread(
