@@ -674,6 +674,19 @@ fn ensure_topic(args: &BenchArgs) -> Result<()> {
     })
 }
 
+/// The worker's own compio runtime; a failure is reported on `ready` (and `None` returned).
+fn worker_runtime(ready: &mpsc::Sender<Result<()>>) -> Option<compio::runtime::Runtime> {
+    match compio::runtime::Runtime::new() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            let _ = ready.send(Err(ClientError::Invalid(format!(
+                "cannot create the compio runtime: {e}"
+            ))));
+            None
+        }
+    }
+}
+
 fn producer_thread(
     args: BenchArgs,
     thread_no: usize,
@@ -682,14 +695,8 @@ fn producer_thread(
     tx: mpsc::Sender<(usize, Snapshot)>,
     ready: mpsc::Sender<Result<()>>,
 ) {
-    let rt = match compio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            let _ = ready.send(Err(ClientError::Invalid(format!(
-                "cannot create the compio runtime: {e}"
-            ))));
-            return;
-        }
+    let Some(rt) = worker_runtime(&ready) else {
+        return;
     };
     rt.block_on(async move {
         compio::runtime::spawn(deadline_watch(control.clone())).detach();
@@ -847,14 +854,8 @@ fn consumer_thread(
     tx: mpsc::Sender<(usize, Snapshot)>,
     ready: mpsc::Sender<Result<()>>,
 ) {
-    let rt = match compio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            let _ = ready.send(Err(ClientError::Invalid(format!(
-                "cannot create the compio runtime: {e}"
-            ))));
-            return;
-        }
+    let Some(rt) = worker_runtime(&ready) else {
+        return;
     };
     rt.block_on(async move {
         compio::runtime::spawn(deadline_watch(control.clone())).detach();
