@@ -6,8 +6,8 @@
 # data directory, attaches `perf stat` (software events; cycles/instructions too when the
 # PMU is usable) and `perf record` to it, drives `ringmq bench producer` for N seconds, and
 # writes a report into benches/results/perf-<timestamp>/:
-#   report.md            summary: bench figures, broker stage-profile deltas, perf stat,
-#                        CPU by thread, top symbols
+#   report.md            summary: bench figures, broker stage-profile deltas, the append
+#                        stage's own perf counters, perf stat, CPU by thread, top symbols
 #   bench.txt            the bench output (last line: JSON summary with a "broker" key)
 #   perf-stat.txt        perf stat output
 #   perf-threads.txt     perf report by thread (comm) and DSO
@@ -180,6 +180,30 @@ BENCH_JSON=$(grep '^{' "$OUT/bench.txt" | tail -1 || true)
     if [ -n "$BENCH_JSON" ]; then
         python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(json.dumps(d.get("broker"), indent=2))' "$BENCH_JSON" 2>/dev/null || true
     fi
+    echo '```'
+    echo
+    echo "## Append-stage perf counters (inside sampled critical sections, deltas over the run)"
+    echo '```'
+    # ringmq.appendPerfCounters: "batches=N task_clock_ns=.. context_switches=.. ..."
+    python3 - "$OUT/runtime-before.txt" "$OUT/runtime-after.txt" <<'PY' || true
+import sys
+def counters(path):
+    for line in open(path, errors="replace"):
+        key, _, value = line.partition(":")
+        if key.strip() == "ringmq.appendPerfCounters":
+            return {k: int(v) for k, v in (kv.split("=") for kv in value.split())}
+    return {}
+before, after = counters(sys.argv[1]), counters(sys.argv[2])
+if not after:
+    print("(no ringmq.appendPerfCounters in brokerStatus: perf events unavailable or sampling off)")
+else:
+    batches = after.get("batches", 0) - before.get("batches", 0)
+    print(f"sampled batches: {batches}")
+    for k, v in after.items():
+        if k != "batches":
+            d = v - before.get(k, 0)
+            print(f"{k}: {d} ({d / batches:.3f} per sampled batch)" if batches else f"{k}: {d}")
+PY
     echo '```'
     echo
     echo "## perf stat (broker process)"

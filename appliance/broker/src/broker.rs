@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::server::{
-    Connection, Reply, RequestContext, RequestHandler, Response, Server, ServerConfig,
+    Connection, Reply, RequestContext, RequestHandler, Response, Server, ServerConfig, ServerTuning,
 };
 
 use crate::config::BrokerConfig;
@@ -104,6 +104,7 @@ impl Broker {
         })?;
         let network_cores =
             parse_cores(&config.ringmq_network_cores).map_err(BrokerError::Config)?;
+        let tuning = net_tuning(&config).map_err(BrokerError::Config)?;
 
         // The handler exists before the context so the listener can be bound first and the
         // real port (listenPort=0 in tests) written into STOREHOST and the registration.
@@ -119,18 +120,25 @@ impl Broker {
             sc.idle_timeout_ms = config.channel_expired_timeout_ms;
             sc
         };
-        let main = Server::start(server_config(main_addr, "broker"), handler.clone()).map_err(
-            |source| BrokerError::Listen {
-                addr: main_addr,
-                source,
-            },
-        )?;
+        let main = Server::start_with(
+            server_config(main_addr, "broker"),
+            tuning.clone(),
+            handler.clone(),
+        )
+        .map_err(|source| BrokerError::Listen {
+            addr: main_addr,
+            source,
+        })?;
         let local_addr = main.local_addr();
         config.listen_port = local_addr.port();
         let mut servers = vec![main];
         if configured_port > 2 {
             let vip_addr = SocketAddr::new(bind_ip, configured_port - 2);
-            match Server::start(server_config(vip_addr, "broker-vip"), handler.clone()) {
+            match Server::start_with(
+                server_config(vip_addr, "broker-vip"),
+                tuning.clone(),
+                handler.clone(),
+            ) {
                 Ok(vip) => servers.push(vip),
                 Err(source) => {
                     for s in servers {
@@ -383,6 +391,16 @@ fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<(
         })
         .expect("spawn the housekeeping thread");
     (stop, handle)
+}
+
+/// The Remoting server tuning: defaults plus the `ringmq.net.*` keys (receive and listen
+/// mode), which `BrokerConfig` keeps in `extra`.
+pub(crate) fn net_tuning(config: &BrokerConfig) -> Result<ServerTuning, String> {
+    let mut tuning = ServerTuning::default();
+    tuning
+        .apply_net_properties(config.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| e.to_string())?;
+    Ok(tuning)
 }
 
 fn parse_cores(text: &str) -> Result<Option<Vec<usize>>, String> {

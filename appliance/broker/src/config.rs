@@ -325,6 +325,10 @@ broker_config! {
     config_black_list: String = "configBlackList", "configBlackList;brokerConfigPath".to_string();
     /// `ringmq.cores.network`: comma-separated core ids for the network cores (empty = default).
     ringmq_network_cores: String = "ringmq.cores.network", String::new();
+    /// `ringmq.pull.zeroCopyMinBytes`: a pull answer sends each run of records lying back to
+    /// back in one CommitLog file from the file (splice, no copy) when the run has at least
+    /// this many bytes; shorter runs go from memory. 0 = never from the file.
+    ringmq_pull_zero_copy_min_bytes: u64 = "ringmq.pull.zeroCopyMinBytes", crate::processor::pull::DEFAULT_ZERO_COPY_MIN_BYTES;
 }
 
 impl BrokerConfig {
@@ -577,8 +581,8 @@ pub(crate) fn escape_properties(text: &str, is_key: bool) -> String {
 }
 
 /// Keys kept in `extra` and read by the part of the broker that owns them (the metrics
-/// endpoint, the transaction check service, the network core map), so they are neither
-/// "unused" nor typos.
+/// endpoint, the transaction check service, the network core map, the network modes), so
+/// they are neither "unused" nor typos.
 pub(crate) fn is_read_elsewhere(key: &str) -> bool {
     const KEYS: &[&str] = &[
         "ringmq.metricsPort",
@@ -589,7 +593,9 @@ pub(crate) fn is_read_elsewhere(key: &str) -> bool {
         "transactionCheckMax",
         "transactionCheckInterval",
     ];
-    KEYS.contains(&key) || key.starts_with("ringmq.cores.")
+    KEYS.contains(&key)
+        || key.starts_with("ringmq.cores.")
+        || key.starts_with(ringmq_runtime::server::NET_KEY_PREFIX)
 }
 
 #[cfg(test)]
@@ -667,6 +673,24 @@ mod tests {
     fn upstream_key_list_is_sorted_for_binary_search() {
         assert!(UPSTREAM_KEYS.windows(2).all(|w| w[0] < w[1]));
         assert!(UPSTREAM_KEYS.binary_search(&"brokerName").is_ok());
+    }
+
+    #[test]
+    fn network_mode_keys_reach_the_server_tuning() {
+        use ringmq_runtime::server::{ListenMode, RecvMode};
+        let (c, notes) = BrokerConfig::from_properties_text(
+            "ringmq.net.recvMode=single\nringmq.net.listenMode=reuseport\n",
+        );
+        assert!(
+            notes.is_empty(),
+            "read by the server, not unknown: {notes:?}"
+        );
+        let tuning = crate::broker::net_tuning(&c).unwrap();
+        assert_eq!(tuning.recv_mode, RecvMode::Single);
+        assert_eq!(tuning.listen_mode, ListenMode::ReusePort);
+        let (c, _) = BrokerConfig::from_properties_text("ringmq.net.recvMode=epoll\n");
+        let e = crate::broker::net_tuning(&c).unwrap_err();
+        assert!(e.contains("ringmq.net.recvMode"), "{e}");
     }
 
     #[test]

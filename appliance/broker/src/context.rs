@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::header::{read_field, FieldValue, HeaderError};
 use ringmq_remoting::message::id::UniqKeyGenerator;
@@ -35,11 +34,12 @@ pub trait ClientChannel: Send + Sync {
 }
 
 /// A response frame: `command` plus body chunks written after `command.body` without copying
-/// (pull / query responses carry stored records this way).
+/// (pull / query responses carry stored records this way: as memory chunks, or as file
+/// ranges of CommitLog segments that are spliced to the socket).
 #[derive(Debug)]
 pub struct BrokerResponse {
     pub command: RemotingCommand,
-    pub extra_body: Vec<Bytes>,
+    pub extra_body: Vec<ringmq_runtime::BodyChunk>,
 }
 
 impl From<RemotingCommand> for BrokerResponse {

@@ -2,6 +2,7 @@
 //! ConsumeQueue, IndexFile, recovery), plus building its `StoreConfig` from the broker's
 //! configuration (every `broker.conf` key the store understands is passed through).
 
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,8 +10,9 @@ use ringmq_store as store;
 
 use crate::config::BrokerConfig;
 use crate::store_api::{
-    ArrivalEvent, ArrivalListener, Boundary, BrokerStore, GetMessageResult, GetMessageStatus,
-    MessageFilter, PutCallback, PutMessageStatus, PutRequest, PutResult, QueryMessageResult,
+    ArrivalEvent, ArrivalListener, Boundary, BrokerStore, FileSpan, GetMessageResult,
+    GetMessageStatus, MessageFilter, PutCallback, PutMessageStatus, PutRequest, PutResult,
+    QueryMessageResult,
 };
 
 /// The store's config for this broker: defaults, then every modelled and extra key of
@@ -93,6 +95,26 @@ fn get_status(s: store::GetMessageStatus) -> GetMessageStatus {
     }
 }
 
+/// A CommitLog segment as the file a response splices from: holding the `Arc` keeps the
+/// segment's descriptor open (and its mapping alive) until the bytes are sent.
+struct SegmentFd(Arc<store::mapped_file::MappedFile>);
+
+impl AsFd for SegmentFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.file().as_fd()
+    }
+}
+
+fn file_span(s: store::FileSpan) -> FileSpan {
+    FileSpan {
+        first_message: s.first_message,
+        message_count: s.message_count,
+        file: Arc::new(SegmentFd(s.segment)),
+        file_offset: s.file_offset,
+        len: s.len,
+    }
+}
+
 struct FilterBridge<'a>(&'a dyn MessageFilter);
 
 impl store::MessageFilter for FilterBridge<'_> {
@@ -155,6 +177,7 @@ impl BrokerStore for DiskStore {
             messages: r.messages,
             message_queue_offsets: r.message_queue_offsets,
             suggest_pulling_from_slave: r.suggest_pulling_from_slave,
+            file_spans: r.file_spans.into_iter().map(file_span).collect(),
         }
     }
 
@@ -227,6 +250,10 @@ impl BrokerStore for DiskStore {
 
     fn commit_log_max_offset(&self) -> i64 {
         self.inner.commit_log_max_offset()
+    }
+
+    fn execute_delete_files_manually(&self) {
+        self.inner.execute_delete_files_manually();
     }
 
     fn shutdown(&self) {

@@ -500,6 +500,9 @@ fn startup_problem(c: &BrokerConfig) -> Option<String> {
             "ringmq.cores.network {cores:?} must be comma-separated core ids"
         ));
     }
+    if let Err(e) = crate::broker::net_tuning(c) {
+        return Some(e);
+    }
     if let Err(e) = crate::disk_store::store_config(c) {
         return Some(e);
     }
@@ -731,11 +734,27 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    fn tmp_dir(name: &str) -> PathBuf {
+    /// A scratch directory removed when the test ends (pass or fail).
+    struct TmpDir(PathBuf);
+
+    impl std::ops::Deref for TmpDir {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TmpDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tmp_dir(name: &str) -> TmpDir {
         let dir = std::env::temp_dir().join(format!("ringmq-live-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        TmpDir(dir)
     }
 
     fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

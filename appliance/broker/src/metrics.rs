@@ -746,6 +746,11 @@ impl BrokerMetrics {
             s.dispatch_behind_bytes.max(0).to_string(),
         );
         put("ringmq.putRejectedBusy", s.put_rejected_busy.to_string());
+        // Append-stage perf counters over sampled critical sections: `batches=N name=v ...`
+        // (only the counters this host can count).
+        if s.append_perf.values.iter().any(Option::is_some) {
+            put("ringmq.appendPerfCounters", s.append_perf.summary());
+        }
         for (cpu, stalls) in p.stalls_by_cpu() {
             put(&format!("ringmq.stallCount.core{cpu}"), stalls.to_string());
         }
@@ -1090,6 +1095,7 @@ impl BrokerMetrics {
                 &[],
                 s.commit_log_max_offset.max(0) as u64,
             );
+            render_append_perf(e, &s.append_perf);
         }
         if p.cores.is_empty() {
             return;
@@ -1211,6 +1217,40 @@ fn local_day(now_ms: i64) -> i64 {
 }
 
 /// The `/metrics` page of a broker.
+/// The append stage's perf counters (`ringmq_append_<counter>_total`), summed over its
+/// sampled critical sections; a counter this host cannot count is left out rather than
+/// shown as 0.
+fn render_append_perf(e: &mut Exposition, perf: &ringmq_store::perf_event::CounterTotals) {
+    use ringmq_store::perf_event::CounterKind;
+    if perf.values.iter().all(Option::is_none) {
+        return;
+    }
+    e.family(
+        "ringmq_append_perf_sampled_batches_total",
+        Kind::Counter,
+        "Append batches whose critical section was measured with perf counters (every ringmq.appendPerfSampleEvery-th batch); the ringmq_append_*_total perf counters sum over these.",
+    );
+    e.sample(
+        "ringmq_append_perf_sampled_batches_total",
+        &[],
+        perf.batches,
+    );
+    for kind in CounterKind::ALL {
+        let Some(v) = perf.get(kind) else { continue };
+        let help = match kind {
+            CounterKind::TaskClock => "CPU time of the append thread inside sampled critical sections, nanoseconds (perf task-clock).",
+            CounterKind::ContextSwitches => "Context switches of the append thread inside sampled critical sections (perf context-switches).",
+            CounterKind::CpuMigrations => "CPU migrations of the append thread inside sampled critical sections (perf cpu-migrations).",
+            CounterKind::PageFaults => "Page faults taken by the append thread inside sampled critical sections (perf page-faults).",
+            CounterKind::CpuCycles => "CPU cycles of the append thread inside sampled critical sections (perf cycles).",
+            CounterKind::Instructions => "Instructions retired by the append thread inside sampled critical sections (perf instructions).",
+        };
+        let name = format!("ringmq_append_{}_total", kind.name());
+        e.family(&name, Kind::Counter, help);
+        e.sample(&name, &[], v);
+    }
+}
+
 pub fn render_exposition(ctx: &crate::context::BrokerContext) -> String {
     let gauges = BrokerGauges {
         permission: ctx.live.broker_permission(),
@@ -1479,6 +1519,58 @@ mod tests {
         assert_eq!(kv["msgPutTotalYesterdayMorning"], "500");
         assert_eq!(kv["ringmq.appendLockHoldUs"], "0 0 0");
         assert_eq!(kv["ringmq.busyRefusals.OVERLOAD"], "0");
+    }
+
+    #[test]
+    fn append_perf_counters_are_exported_only_when_counted() {
+        use ringmq_store::perf_event::{CounterKind, CounterTotals, COUNTER_KINDS};
+        let m = BrokerMetrics::new("C", "B");
+        let mut values = [None; COUNTER_KINDS];
+        values[CounterKind::ContextSwitches as usize] = Some(7);
+        values[CounterKind::PageFaults as usize] = Some(3);
+        values[CounterKind::TaskClock as usize] = Some(91_000);
+        m.set_store_probe(Box::new(move || ringmq_store::StoreMetrics {
+            append_batches: 40,
+            append_perf: CounterTotals { batches: 5, values },
+            ..Default::default()
+        }));
+        let text = m.render(&BrokerGauges::default());
+        let base = "cluster=\"C\",node_type=\"broker\",node_id=\"B\"";
+        for (name, v) in [
+            ("ringmq_append_perf_sampled_batches_total", 5.0),
+            ("ringmq_append_context_switches_total", 7.0),
+            ("ringmq_append_page_faults_total", 3.0),
+            ("ringmq_append_task_clock_ns_total", 91_000.0),
+        ] {
+            assert_eq!(
+                value_of(&text, &format!("{name}{{{base}}}")),
+                Some(v),
+                "{name}"
+            );
+            assert!(text.contains(&format!("# TYPE {name} counter\n")), "{name}");
+        }
+        assert!(
+            !text.contains("ringmq_append_cpu_cycles_total"),
+            "unavailable: absent"
+        );
+        assert!(!text.contains("ringmq_append_instructions_total"));
+        assert!(!text.contains("ringmq_append_cpu_migrations_total"));
+        let mut kv = BTreeMap::new();
+        m.runtime_info_into(&mut kv);
+        assert_eq!(
+            kv["ringmq.appendPerfCounters"],
+            "batches=5 task_clock_ns=91000 context_switches=7 page_faults=3"
+        );
+
+        // A store that counts nothing (sampling off, or no perf events at all) shows none.
+        let m = BrokerMetrics::new("C", "B");
+        m.set_store_probe(Box::new(ringmq_store::StoreMetrics::default));
+        assert!(!m
+            .render(&BrokerGauges::default())
+            .contains("ringmq_append_perf"));
+        let mut kv = BTreeMap::new();
+        m.runtime_info_into(&mut kv);
+        assert!(!kv.contains_key("ringmq.appendPerfCounters"));
     }
 
     #[test]

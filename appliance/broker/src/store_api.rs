@@ -4,10 +4,12 @@
 //! against `ringmq_store::MessageStore` in production.
 //!
 //! The value types mirror `ringmq_store::types` field for field (PutRequest, PutResult,
-//! GetMessageResult, statuses, MessageFilter, ArrivalEvent).
+//! GetMessageResult with its file spans, statuses, MessageFilter, ArrivalEvent).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::{Bytes, BytesMut};
@@ -136,6 +138,37 @@ pub struct GetMessageResult {
     pub messages: Vec<Bytes>,
     pub message_queue_offsets: Vec<i64>,
     pub suggest_pulling_from_slave: bool,
+    /// Runs of `messages` that may be sent straight from their CommitLog file (zero copy),
+    /// in order, not overlapping; records outside every span go from memory. Empty for a
+    /// store without files ([`MemStore`]).
+    pub file_spans: Vec<FileSpan>,
+}
+
+/// An open CommitLog segment a response can splice bytes from; the `Arc` keeps it open
+/// after retention deleted the file.
+pub type SegmentFile = Arc<dyn AsFd + Send + Sync>;
+
+/// `messages[first_message..first_message + message_count]`, laid end to end, are exactly
+/// the bytes `[file_offset, file_offset + len)` of `file` (`ringmq_store::FileSpan`).
+#[derive(Clone)]
+pub struct FileSpan {
+    pub first_message: usize,
+    pub message_count: usize,
+    pub file: SegmentFile,
+    pub file_offset: u64,
+    pub len: usize,
+}
+
+impl fmt::Debug for FileSpan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileSpan")
+            .field("first_message", &self.first_message)
+            .field("message_count", &self.message_count)
+            .field("fd", &self.file.as_fd().as_raw_fd())
+            .field("file_offset", &self.file_offset)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl GetMessageResult {
@@ -148,6 +181,7 @@ impl GetMessageResult {
             messages: Vec::new(),
             message_queue_offsets: Vec::new(),
             suggest_pulling_from_slave: false,
+            file_spans: Vec::new(),
         }
     }
 }
@@ -234,6 +268,9 @@ pub trait BrokerStore: Send + Sync {
     ) -> QueryMessageResult;
     fn add_arrival_listener(&self, listener: ArrivalListener);
     fn commit_log_max_offset(&self) -> i64;
+    /// DELETE_EXPIRED_COMMITLOG: the next retention passes delete expired CommitLog
+    /// segments whatever the hour (upstream's `executeDeleteFilesManually`).
+    fn execute_delete_files_manually(&self);
     fn shutdown(&self);
 }
 
@@ -572,6 +609,9 @@ impl BrokerStore for MemStore {
     fn commit_log_max_offset(&self) -> i64 {
         self.inner.lock().unwrap().next_phys
     }
+
+    /// The in-memory store keeps no files and expires nothing: there is nothing to delete.
+    fn execute_delete_files_manually(&self) {}
 
     fn shutdown(&self) {}
 }

@@ -555,3 +555,159 @@ fn registers_with_the_name_server_and_unregisters_at_shutdown() {
     assert!(saw_unregister, "UNREGISTER_BROKER at shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `config` plus `ringmq.pull.zeroCopyMinBytes`.
+fn config_zero_copy(dir: &Path, zero_copy_min_bytes: u64) -> BrokerConfig {
+    let mut c = config(dir, None);
+    let mut notes = Vec::new();
+    c.apply(
+        "ringmq.pull.zeroCopyMinBytes",
+        &zero_copy_min_bytes.to_string(),
+        &mut notes,
+    );
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(c.ringmq_pull_zero_copy_min_bytes, zero_copy_min_bytes);
+    c
+}
+
+/// Whole answers (header fields that matter and body) of the pulls the zero-copy test
+/// compares: every message, then tag-filtered (so spans cover only selected records).
+fn zero_copy_pulls(c: &mut Client) -> Vec<(i32, Option<String>, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (offset, sub) in [(0, "*"), (32, "*"), (0, "TagA"), (5, "TagB || TagC")] {
+        let mut request = pull("TopicZC", 0, offset, 0x4, 0);
+        request.ext_fields.insert("subscription", sub);
+        let r = pull_found(c, request);
+        out.push((
+            r.code,
+            r.ext_fields.get("nextBeginOffset").map(String::from),
+            r.body.to_vec(),
+        ));
+    }
+    out
+}
+
+#[test]
+fn pulls_served_from_file_ranges_equal_pulls_served_from_memory() {
+    use ringmq_broker::processor::pull::pull_body;
+    use ringmq_broker::store_api::AcceptAll;
+    use ringmq_runtime::BodyChunk;
+
+    let dir = temp_dir("zerocopy");
+    let broker = Broker::start(config_zero_copy(&dir, 0)).expect("broker starts");
+    let mut c = Client::connect(broker.local_addr());
+    for i in 0..64usize {
+        let tag = ["TagA", "TagB", "TagC"][i % 3];
+        // 16 KiB and 1 KiB bodies, with a non-multiple of 8 in each to misalign records.
+        let len = if i % 4 == 0 {
+            1_024 + i
+        } else {
+            16 * 1_024 + i
+        };
+        let body: Vec<u8> = (0..len).map(|k| (k * 7 + i) as u8).collect();
+        let r = c.call(send("TopicZC", 0, &format!("TAGS\u{1}{tag}\u{2}"), &body));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+    }
+    wait_max_offset(&mut c, "TopicZC", 0, 64);
+    let from_memory = zero_copy_pulls(&mut c);
+    // maxTransferBytesOnMessageInMemory (256 KiB) caps a pull before maxMsgNums does.
+    assert!(records(&from_memory[0].2).len() > 10);
+    drop(c);
+    broker.shutdown();
+
+    // Same store, every file span now sent by splice.
+    let broker = Broker::start(config_zero_copy(&dir, 1)).expect("broker restarts");
+    let store_view = broker
+        .context()
+        .store
+        .get_message("TopicZC", 0, 0, 32, i32::MAX, &AcceptAll);
+    assert_eq!(
+        store_view.file_spans.len(),
+        1,
+        "the disk store describes contiguous records as one file span"
+    );
+    assert!(
+        pull_body(store_view, 1)
+            .iter()
+            .all(|chunk| matches!(chunk, BodyChunk::File(_))),
+        "with zeroCopyMinBytes=1 the whole body is a file range"
+    );
+    let mut c = Client::connect(broker.local_addr());
+    let from_files = zero_copy_pulls(&mut c);
+    for (i, (memory, file)) in from_memory.iter().zip(&from_files).enumerate() {
+        assert_eq!((memory.0, &memory.1), (file.0, &file.1), "pull {i}");
+        assert_eq!(memory.2.len(), file.2.len(), "pull {i} body length");
+        assert!(memory.2 == file.2, "pull {i}: body bytes differ");
+    }
+    let tagged = records(&from_files[2].2);
+    assert!(!tagged.is_empty());
+    assert!(tagged
+        .iter()
+        .all(|(_, props, _)| properties::find(props, "TAGS") == Some("TagA")));
+    drop(c);
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// GET_MIN_OFFSET (31) of a queue.
+fn min_offset(c: &mut Client, topic: &str, queue_id: i32) -> i64 {
+    let r = c.call(
+        RemotingCommand::request(31, 0)
+            .with_ext("topic", topic)
+            .with_ext("queueId", queue_id.to_string()),
+    );
+    assert_eq!(r.code, 0, "{:?}", r.remark);
+    r.ext_fields.get("offset").unwrap().parse().unwrap()
+}
+
+#[test]
+fn delete_expired_commit_log_deletes_outside_delete_when() {
+    let dir = temp_dir("delexpired");
+    let mut cfg = config(&dir, None);
+    let mut notes = Vec::new();
+    // Every file is expired at once, but no hour is a delete hour and the disk ratios are
+    // out of reach: only the admin command may delete.
+    for (k, v) in [
+        ("fileReservedTime", "0"),
+        ("deleteWhen", "99"),
+        ("diskMaxUsedSpaceRatio", "95"),
+        ("cleanFileForciblyEnable", "false"),
+        ("cleanResourceInterval", "100"),
+        ("deleteCommitLogFilesInterval", "0"),
+    ] {
+        cfg.apply(k, v, &mut notes);
+    }
+    assert!(notes.is_empty(), "{notes:?}");
+    let broker = Broker::start(cfg).expect("broker starts");
+    let mut c = Client::connect(broker.local_addr());
+    let body = vec![b'r'; 128 * 1024];
+    // 48 x 128 KiB fills the first 4 MiB segment and starts the second.
+    for _ in 0..48 {
+        let r = c.call(send("TopicDEL", 0, "WAIT\u{1}true\u{2}", &body));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+    }
+    wait_max_offset(&mut c, "TopicDEL", 0, 48);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        min_offset(&mut c, "TopicDEL", 0),
+        0,
+        "nothing is deleted before the command"
+    );
+    let r = c.call(RemotingCommand::request(329, 0));
+    assert_eq!(r.code, 0, "{:?}", r.remark);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let min = min_offset(&mut c, "TopicDEL", 0);
+        if min > 0 {
+            assert!(min < 48, "the active segment stays: min offset {min}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "DELETE_EXPIRED_COMMITLOG deleted nothing within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

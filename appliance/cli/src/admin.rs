@@ -69,6 +69,7 @@ async fn dispatch(name: &str, ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
         "updateBrokerConfig" => broker::update_broker_config(ctx, m, out).await,
         "cleanExpiredCQ" => broker::clean_expired_cq(ctx, m, out).await,
         "cleanUnusedTopic" => broker::clean_unused_topic(ctx, m, out).await,
+        "deleteExpiredCommitLog" => broker::delete_expired_commit_log(ctx, m, out).await,
         "brokerConsumeStats" => broker::broker_consume_stats(ctx, m, out).await,
         "updateSubGroup" => group::update_sub_group(ctx, m, out).await,
         "deleteSubGroup" => group::delete_sub_group(ctx, m, out).await,
@@ -224,6 +225,7 @@ mod tests {
             "addWritePerm",
             "cleanExpiredCQ",
             "cleanUnusedTopic",
+            "deleteExpiredCommitLog",
             "brokerConsumeStats",
         ] {
             assert!(find(n).is_some(), "{n} missing");

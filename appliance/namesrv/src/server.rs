@@ -17,7 +17,7 @@ use std::time::Duration;
 use ringmq_remoting::{RemotingCommand, RequestCode};
 use ringmq_runtime::cores::CoreMap;
 use ringmq_runtime::server::{
-    Connection, Reply, RequestContext, RequestHandler, Server, ServerConfig,
+    Connection, Reply, RequestContext, RequestHandler, Server, ServerConfig, ServerTuning,
 };
 
 use crate::config::NamesrvConfig;
@@ -116,6 +116,15 @@ impl Namesrv {
         } else {
             vec![core_map.ha]
         };
+        let mut tuning = ServerTuning::default();
+        tuning
+            .apply_net_properties(
+                config
+                    .ringmq_extra
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut server_config = ServerConfig::new(listen_addr, "namesrv");
         server_config.network_cores = network_cores;
         server_config.idle_timeout_ms =
@@ -128,7 +137,7 @@ impl Namesrv {
             processor: processor.clone(),
             broker_connections: Mutex::new(HashMap::new()),
         });
-        let server = match Server::start(server_config, handler.clone()) {
+        let server = match Server::start_with(server_config, tuning, handler.clone()) {
             Ok(server) => server,
             Err(e) => {
                 processor.close_persister();

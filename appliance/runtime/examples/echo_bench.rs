@@ -6,8 +6,11 @@
 //! overhead stays small and identical for both servers. Both servers decode frames with
 //! the same `FrameDecoder`, answer every request with an echo of its body and batch their
 //! writes per read, so the difference is the runtime.
-//! Also reported: server CPU seconds (from /proc, per thread) and messages per server
-//! CPU-second, which is the per-core efficiency that matters on a loaded broker.
+//! Also reported: server CPU seconds (from /proc, per thread), messages per server
+//! CPU-second and server CPU microseconds per message, which is the per-core efficiency
+//! that matters on a loaded broker. `--recv` runs ringmq once per receive mode (multishot
+//! into a provided buffer ring, or single reads) in every round, so the modes are compared
+//! under the same load drift; `--listen` picks the accept mode.
 //!
 //! Run (release): `cargo run --release -p ringmq-runtime --example echo_bench -- --help`
 
@@ -21,8 +24,8 @@ use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, SerializeType};
 use ringmq_runtime::{
-    cores, ring, spawn_pinned, CoreMap, Full, Reply, RequestContext, RequestHandler, Responder,
-    RingReceiver, RingSender, Server, ServerConfig, ServerTuning,
+    cores, ring, spawn_pinned, CoreMap, Full, ListenMode, RecvMode, Reply, RequestContext,
+    RequestHandler, Responder, RingReceiver, RingSender, Server, ServerConfig, ServerTuning,
 };
 
 #[global_allocator]
@@ -48,6 +51,10 @@ struct Args {
     client_threads: usize,
     client_cores: Option<Vec<usize>>,
     stage_core: Option<usize>,
+    recv_modes: Vec<RecvMode>,
+    listen_mode: ListenMode,
+    recv_buffer_count: u16,
+    recv_buffer_bytes: usize,
 }
 
 fn usage() -> ! {
@@ -57,7 +64,10 @@ fn usage() -> ! {
          [--rounds R=2 (alternating order, to cancel drift from other load)] [--defer-taskrun] \
          [--client-threads T=2 (compio client runtimes sharing the connections)] \
          [--client-cores LIST (restrict client threads to these cores; default: anywhere)] \
-         [--stage-core C (ringmq answers from a stage thread on core C via ring + Responder)]"
+         [--stage-core C (ringmq answers from a stage thread on core C via ring + Responder)] \
+         [--recv multishot,single (ringmq receive modes, each run every round; default: the server default)] \
+         [--listen acceptor|reuseport (default acceptor)] \
+         [--ring COUNTxBYTES (multishot buffer ring per core; default: the server default)]"
     );
     std::process::exit(2)
 }
@@ -77,6 +87,10 @@ fn parse_args() -> Args {
         client_threads: 2,
         client_cores: None,
         stage_core: None,
+        recv_modes: vec![ServerTuning::default().recv_mode],
+        listen_mode: ListenMode::Acceptor,
+        recv_buffer_count: ServerTuning::default().recv_buffer_count,
+        recv_buffer_bytes: ServerTuning::default().recv_buffer_bytes,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -98,11 +112,30 @@ fn parse_args() -> Args {
                 a.network_cores = cores::parse_core_list(&value()).unwrap_or_else(|_| usage())
             }
             "--only" => a.only = Some(value()),
+            "--recv" => {
+                a.recv_modes = value()
+                    .split(',')
+                    .map(|m| m.parse().unwrap_or_else(|_| usage()))
+                    .collect()
+            }
+            "--listen" => a.listen_mode = value().parse().unwrap_or_else(|_| usage()),
+            "--ring" => {
+                let v = value();
+                let (count, bytes) = v.split_once('x').unwrap_or_else(|| usage());
+                a.recv_buffer_count = count.parse().unwrap_or_else(|_| usage());
+                a.recv_buffer_bytes = bytes.parse().unwrap_or_else(|_| usage());
+            }
             "--rounds" => a.rounds = value().parse().unwrap_or_else(|_| usage()),
             _ => usage(),
         }
     }
-    if a.conns == 0 || a.depth == 0 || a.secs == 0 || a.rounds == 0 || a.client_threads == 0 {
+    if a.conns == 0
+        || a.depth == 0
+        || a.secs == 0
+        || a.rounds == 0
+        || a.client_threads == 0
+        || a.recv_modes.is_empty()
+    {
         usage();
     }
     a
@@ -381,7 +414,7 @@ fn cpu_secs_between(
 type LoopCounters = (u64, u64, u64);
 
 struct Outcome {
-    name: &'static str,
+    name: String,
     msgs_per_sec: f64,
     p50_us: u64,
     p99_us: u64,
@@ -389,7 +422,7 @@ struct Outcome {
     server_cpu_secs: f64,
 }
 
-fn load(name: &'static str, addr: SocketAddr, args: &Args, cpu_prefix: &str) -> Outcome {
+fn load(name: String, addr: SocketAddr, args: &Args, cpu_prefix: &str) -> Outcome {
     let st = if args.json {
         SerializeType::Json
     } else {
@@ -443,18 +476,29 @@ fn load(name: &'static str, addr: SocketAddr, args: &Args, cpu_prefix: &str) -> 
 }
 
 fn print_row(o: &Outcome, secs: u64) {
-    let per_cpu = o.msgs_per_sec * secs as f64 / o.server_cpu_secs;
+    let msgs = o.msgs_per_sec * secs as f64;
     println!(
-        "{:<9} {:>12.0} {:>8} {:>8} {:>8} {:>12.2} {:>14.0}",
-        o.name, o.msgs_per_sec, o.p50_us, o.p99_us, o.p999_us, o.server_cpu_secs, per_cpu
+        "{:<18} {:>12.0} {:>8} {:>8} {:>8} {:>12.2} {:>14.0} {:>12.2}",
+        o.name,
+        o.msgs_per_sec,
+        o.p50_us,
+        o.p99_us,
+        o.p999_us,
+        o.server_cpu_secs,
+        msgs / o.server_cpu_secs,
+        o.server_cpu_secs * 1e6 / msgs
     );
 }
 
-fn bench_ringmq(args: &Args) -> (Outcome, Option<LoopCounters>) {
+fn bench_ringmq(args: &Args, recv_mode: RecvMode) -> (Outcome, Option<LoopCounters>) {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), "echo");
     cfg.network_cores = args.network_cores.clone();
     let tuning = ServerTuning {
         io_uring_defer_taskrun: args.defer_taskrun,
+        recv_mode,
+        listen_mode: args.listen_mode,
+        recv_buffer_count: args.recv_buffer_count,
+        recv_buffer_bytes: args.recv_buffer_bytes,
         ..ServerTuning::default()
     };
     let stage_stop = Arc::new(AtomicBool::new(false));
@@ -470,8 +514,23 @@ fn bench_ringmq(args: &Args) -> (Outcome, Option<LoopCounters>) {
     };
     let server = Server::start_with(cfg, tuning, Arc::new(EchoHandler { stage }))
         .expect("start ringmq server");
-    let o = load("ringmq", server.local_addr(), args, "echo-net-");
+    let o = load(
+        format!("ringmq/{recv_mode}"),
+        server.local_addr(),
+        args,
+        "echo-net-",
+    );
     let stats = server.stats();
+    if recv_mode == RecvMode::Multishot {
+        let exhausted: u64 = stats.iter().map(|s| s.recv_buffers_exhausted).sum();
+        let arms: u64 = stats.iter().map(|s| s.recv_multishot_arms).sum();
+        if stats.iter().any(|s| !s.recv_multishot) {
+            eprintln!("warning: a core fell back to single reads (see its log line)");
+        }
+        eprintln!(
+            "ringmq/{recv_mode}: multishot arms {arms}, buffer ring exhausted {exhausted} times"
+        );
+    }
     let stalls: u64 = stats.iter().map(|s| s.loop_stats.stalls).sum();
     let iterations: u64 = stats.iter().map(|s| s.loop_stats.iterations).sum();
     let wakeups: u64 = stats.iter().map(|s| s.wakeups).sum();
@@ -485,7 +544,7 @@ fn bench_ringmq(args: &Args) -> (Outcome, Option<LoopCounters>) {
 
 fn bench_baseline(args: &Args) -> (Outcome, Option<LoopCounters>) {
     let (addr, stop) = start_baseline(args.network_cores.clone());
-    let o = load("baseline", addr, args, "base-");
+    let o = load("baseline".to_string(), addr, args, "base-");
     stop.store(true, Ordering::Relaxed);
     let _ = TcpStream::connect(addr); // unblock the acceptor so it sees `stop`
     (o, None)
@@ -494,7 +553,7 @@ fn bench_baseline(args: &Args) -> (Outcome, Option<LoopCounters>) {
 fn main() {
     let args = parse_args();
     println!(
-        "echo bench: conns={} depth={} body={}B header={} warmup={}s measure={}s ringmq network cores={} (machine: {} cores)",
+        "echo bench: conns={} depth={} body={}B header={} warmup={}s measure={}s ringmq network cores={} listen={} ring={}x{}B (machine: {} cores)",
         args.conns,
         args.depth,
         args.body_bytes,
@@ -502,6 +561,9 @@ fn main() {
         args.warmup_secs,
         args.secs,
         cores::format_core_list(&args.network_cores),
+        args.listen_mode,
+        args.recv_buffer_count,
+        args.recv_buffer_bytes,
         cores::available_cores()
     );
     if let Some(c) = args.stage_core {
@@ -521,7 +583,14 @@ fn main() {
         };
         for ringmq_turn in order {
             if ringmq_turn && run_ringmq {
-                results.push(bench_ringmq(&args));
+                // Alternate the receive modes' order too.
+                let mut modes = args.recv_modes.clone();
+                if round % 2 == 1 {
+                    modes.reverse();
+                }
+                for mode in modes {
+                    results.push(bench_ringmq(&args, mode));
+                }
             } else if !ringmq_turn && run_baseline {
                 results.push(bench_baseline(&args));
             }
@@ -529,8 +598,15 @@ fn main() {
     }
 
     println!(
-        "{:<9} {:>12} {:>8} {:>8} {:>8} {:>12} {:>14}",
-        "server", "msgs/s", "p50_us", "p99_us", "p999_us", "server_cpu_s", "msgs/cpu_s"
+        "{:<18} {:>12} {:>8} {:>8} {:>8} {:>12} {:>14} {:>12}",
+        "server",
+        "msgs/s",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "server_cpu_s",
+        "msgs/cpu_s",
+        "cpu_us/msg"
     );
     for (o, _) in &results {
         print_row(o, args.secs);
@@ -556,7 +632,7 @@ fn main() {
         let n = rows.len() as f64;
         let avg = |f: &dyn Fn(&Outcome) -> f64| rows.iter().map(|o| f(o)).sum::<f64>() / n;
         Some(Outcome {
-            name: rows[0].name,
+            name: rows[0].name.clone(),
             msgs_per_sec: avg(&|o| o.msgs_per_sec),
             p50_us: avg(&|o| o.p50_us as f64) as u64,
             p99_us: avg(&|o| o.p99_us as f64) as u64,
@@ -564,15 +640,24 @@ fn main() {
             server_cpu_secs: avg(&|o| o.server_cpu_secs),
         })
     };
-    if let (Some(r), Some(b)) = (mean("ringmq"), mean("baseline")) {
-        let eff = |o: &Outcome| o.msgs_per_sec / o.server_cpu_secs;
+    let eff = |o: &Outcome| o.msgs_per_sec / o.server_cpu_secs;
+    let ratio = |label: &str, r: &Outcome, b: &Outcome| {
         println!(
-            "ratio ringmq/baseline (mean of {} rounds): throughput {:.2}x, p50 {:.2}x, p99 {:.2}x, msgs per server cpu-second {:.2}x",
+            "ratio {label} (mean of {} rounds): throughput {:.2}x, p50 {:.2}x, p99 {:.2}x, msgs per server cpu-second {:.2}x",
             args.rounds,
             r.msgs_per_sec / b.msgs_per_sec,
             r.p50_us as f64 / b.p50_us.max(1) as f64,
             r.p99_us as f64 / b.p99_us.max(1) as f64,
-            eff(&r) / eff(&b)
+            eff(r) / eff(b)
         );
+    };
+    let baseline = mean("baseline");
+    for mode in &args.recv_modes {
+        if let (Some(r), Some(b)) = (mean(&format!("ringmq/{mode}")), &baseline) {
+            ratio(&format!("ringmq/{mode} vs baseline"), &r, b);
+        }
+    }
+    if let (Some(m), Some(s)) = (mean("ringmq/multishot"), mean("ringmq/single")) {
+        ratio("multishot vs single", &m, &s);
     }
 }

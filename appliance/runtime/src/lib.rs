@@ -19,8 +19,9 @@
 //!     fn on_close(&self, _conn: &Connection) {}
 //! }
 //! pub enum Reply { Now(Response), Later /* handler kept ctx.responder() */, Nothing /* oneway */ }
-//! /// Frame body = command.body followed by extra_body chunks, written with writev (no user-space copy), e.g. CommitLog record slices for pull.
-//! pub struct Response { pub command: RemotingCommand, pub extra_body: Vec<bytes::Bytes> }
+//! /// Frame body = command.body followed by extra_body chunks, in order, no user-space copy: memory chunks go out with writev (e.g. CommitLog record slices for pull), file ranges are spliced from the file (server/file_range.rs).
+//! pub enum BodyChunk { Memory(bytes::Bytes), File(FileRange /* Arc'd open file + offset + len */) }
+//! pub struct Response { pub command: RemotingCommand, pub extra_body: Vec<BodyChunk> }
 //! impl From<RemotingCommand> for Response;
 //! pub struct RequestContext; impl RequestContext { pub fn responder(&self) -> Responder; pub fn connection(&self) -> &Connection; }
 //! /// A deferred answer, usable from any thread (Send). Dropping it unanswered sends SYSTEM_ERROR so nothing is silently lost.
@@ -43,7 +44,8 @@ pub use mimalloc::MiMalloc;
 pub use notify::Notifier;
 pub use ring::{ring, ring_with_notifier, Full, RingReceiver, RingSender};
 pub use server::{
-    not_supported, Connection, CoreHandle, CoreStats, Reply, RequestContext, RequestHandler,
-    Responder, Response, Server, ServerConfig, ServerTuning,
+    not_supported, Connection, CoreHandle, CoreStats, ListenMode, NetConfigError, RecvMode, Reply,
+    RequestContext, RequestHandler, Responder, Response, Server, ServerConfig, ServerTuning,
 };
+pub use server::{BodyChunk, FileRange, SharedFile};
 pub use stall::{StallMeter, StallStats};

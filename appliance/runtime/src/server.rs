@@ -2,11 +2,12 @@
 //! (`RequestHandler`, `Reply`, `Response`, `RequestContext`, `Responder`, `Connection`,
 //! `ServerConfig`, `Server`), plus its tuning knobs and metrics.
 //!
-//! Shape: `Server::start` binds one listener and starts one thread per network core
-//! (pinned to its CPU on hosts with more than 2 cores, see
-//! `ServerTuning::pin_network_cores`), each running its own compio runtime on io_uring
-//! (`core.rs`). The first core accepts and hands connections round-robin to every core;
-//! from then on a connection lives on one core only (`conn.rs`): its reads, frame
+//! Shape: `Server::start` starts one thread per network core (pinned to its CPU on hosts
+//! with more than 2 cores, see `ServerTuning::pin_network_cores`), each running its own
+//! compio runtime on io_uring (`core_loop.rs`). Either the first core accepts on the one
+//! listener and hands connections round-robin to every core, or every core accepts on its
+//! own `SO_REUSEPORT` listener (`ServerTuning::listen_mode`); from then on a connection
+//! lives on one core only (`conn.rs`): its reads, frame
 //! decoding, handler calls and writes never leave that thread. The only cross-thread
 //! paths are messages into a core's inbox: deferred answers (`Responder::respond`),
 //! `Connection::send_oneway`, `Connection::close`, connection hand-off and shutdown, each
@@ -20,7 +21,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::Bytes;
 use ringmq_remoting::command::FLAG_RESPONSE;
 use ringmq_remoting::{RemotingCommand, ResponseCode, SerializeType};
 
@@ -28,8 +28,13 @@ use crate::stall::{StallStats, DEFAULT_STALL_THRESHOLD};
 
 mod conn;
 mod core_loop;
+mod file_range;
+mod recv;
 
 pub(crate) use self::core_loop::{CoreMsg, CoreShared};
+pub use self::file_range::{
+    BodyChunk, FileRange, SharedFile, MAX_PIPES_PER_CORE, MAX_STALLED_SPLICES, PIPE_TARGET_BYTES,
+};
 
 /// Application logic for one server (namesrv, broker). Shared by every network core.
 pub trait RequestHandler: Send + Sync + 'static {
@@ -56,12 +61,13 @@ pub enum Reply {
 }
 
 /// A response frame. The frame body is `command.body` followed by the `extra_body`
-/// chunks, written with one vectored write and no user-space copy (e.g. CommitLog record
-/// slices for a pull).
+/// chunks, in order, with no user-space copy: a run of memory chunks goes out with one
+/// vectored write (e.g. CommitLog record slices for a pull), a file range is spliced from
+/// the file to the socket (see [`FileRange`]).
 #[derive(Debug, Clone)]
 pub struct Response {
     pub command: RemotingCommand,
-    pub extra_body: Vec<Bytes>,
+    pub extra_body: Vec<BodyChunk>,
 }
 
 impl From<RemotingCommand> for Response {
@@ -74,17 +80,21 @@ impl From<RemotingCommand> for Response {
 }
 
 impl Response {
-    /// A response whose body continues with `extra_body` after `command.body`.
-    pub fn with_extra_body(command: RemotingCommand, extra_body: Vec<Bytes>) -> Self {
+    /// A response whose body continues with `extra_body` (memory chunks, file ranges or
+    /// both) after `command.body`.
+    pub fn with_extra_body<C: Into<BodyChunk>>(
+        command: RemotingCommand,
+        extra_body: impl IntoIterator<Item = C>,
+    ) -> Self {
         Self {
             command,
-            extra_body,
+            extra_body: extra_body.into_iter().map(Into::into).collect(),
         }
     }
 
     /// Body bytes on the wire: `command.body` plus every extra chunk.
     pub fn body_len(&self) -> usize {
-        self.command.body.len() + self.extra_body.iter().map(Bytes::len).sum::<usize>()
+        self.command.body.len() + self.extra_body.iter().map(BodyChunk::len).sum::<usize>()
     }
 }
 
@@ -374,6 +384,134 @@ pub struct ServerTuning {
     /// threads saw 195 ms scheduling delays and 57-168k msg/s (p99 5-20 ms, max 230-545
     /// ms) where unpinned ones did 169-226k msg/s (p99 1.6-3.6 ms, max 9-150 ms).
     pub pin_network_cores: bool,
+    /// How connections read their socket (`ringmq.net.recvMode`). Default `Single`, by
+    /// measurement (echo bench, benches/README.md): multishot used 0-14 % less CPU per
+    /// message for 64-byte frames but 6-17 % more for 1 KiB to 4 MiB frames (every byte is
+    /// copied once more, out of the ring), and a broker's frames carry messages.
+    pub recv_mode: RecvMode,
+    /// Buffers in each network core's provided buffer ring (multishot mode only); the
+    /// kernel needs a power of two, so it is rounded up. At most 32768.
+    pub recv_buffer_count: u16,
+    /// Size of one provided buffer: the most one multishot completion delivers.
+    pub recv_buffer_bytes: usize,
+    /// How connections are accepted (`ringmq.net.listenMode`).
+    pub listen_mode: ListenMode,
+}
+
+/// How a connection's reader takes bytes off its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvMode {
+    /// One multishot receive armed per connection; the kernel picks a buffer from the
+    /// core's provided buffer ring for each arrival, the reader copies it behind the
+    /// partial frame and returns the buffer at once. Frames with a large known remainder
+    /// are finished with plain reads straight into the frame buffer.
+    Multishot,
+    /// One plain read at a time into the connection's own frame buffer.
+    Single,
+}
+
+/// How the server accepts connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenMode {
+    /// One listener on the first network core hands connections round-robin to every core.
+    Acceptor,
+    /// One `SO_REUSEPORT` listener per network core; the kernel spreads new connections by
+    /// a hash of their addresses (even over many connections, uneven over a few).
+    ReusePort,
+}
+
+/// Prefix of the network keys read by [`ServerTuning::apply_net_properties`].
+pub const NET_KEY_PREFIX: &str = "ringmq.net.";
+/// `ringmq.net.recvMode`: `multishot` or `single`.
+pub const RECV_MODE_KEY: &str = "ringmq.net.recvMode";
+/// `ringmq.net.listenMode`: `acceptor` or `reuseport`.
+pub const LISTEN_MODE_KEY: &str = "ringmq.net.listenMode";
+
+/// A `ringmq.net.*` key or value that cannot be used; names the key and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetConfigError {
+    pub key: String,
+    pub value: String,
+    pub why: String,
+}
+
+impl fmt::Display for NetConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={:?}: {}", self.key, self.value, self.why)
+    }
+}
+
+impl std::error::Error for NetConfigError {}
+
+impl std::str::FromStr for RecvMode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "multishot" => Ok(Self::Multishot),
+            "single" => Ok(Self::Single),
+            _ => Err("expected multishot or single".to_string()),
+        }
+    }
+}
+
+impl std::str::FromStr for ListenMode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "acceptor" => Ok(Self::Acceptor),
+            "reuseport" => Ok(Self::ReusePort),
+            _ => Err("expected acceptor or reuseport".to_string()),
+        }
+    }
+}
+
+impl fmt::Display for RecvMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Multishot => "multishot",
+            Self::Single => "single",
+        })
+    }
+}
+
+impl fmt::Display for ListenMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Acceptor => "acceptor",
+            Self::ReusePort => "reuseport",
+        })
+    }
+}
+
+impl ServerTuning {
+    /// Applies every `ringmq.net.*` key in `properties`; other keys are ignored (they
+    /// belong to other components). An unknown `ringmq.net.*` key or a bad value is an
+    /// error, so a typo is not silently ignored.
+    pub fn apply_net_properties<'a, I>(&mut self, properties: I) -> Result<(), NetConfigError>
+    where
+        I: IntoIterator<Item = (&'a str, &'a str)>,
+    {
+        for (key, value) in properties {
+            if !key.starts_with(NET_KEY_PREFIX) {
+                continue;
+            }
+            let err = |why: String| NetConfigError {
+                key: key.to_string(),
+                value: value.to_string(),
+                why,
+            };
+            match key {
+                RECV_MODE_KEY => self.recv_mode = value.parse().map_err(err)?,
+                LISTEN_MODE_KEY => self.listen_mode = value.parse().map_err(err)?,
+                _ => {
+                    return Err(err(format!(
+                        "unknown key; known: {RECV_MODE_KEY}, {LISTEN_MODE_KEY}"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for ServerTuning {
@@ -388,6 +526,13 @@ impl Default for ServerTuning {
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             listen_backlog: 1024,
             pin_network_cores: crate::cores::available_cores() > 2,
+            recv_mode: RecvMode::Single,
+            // 4 MiB per core. Measured on the echo bench (benches/README.md): 64 x 64 KiB
+            // beat 256 x 16 KiB and 1024 x 4 KiB by 4-34 % CPU per message (fewer, fuller
+            // completions per burst).
+            recv_buffer_count: 64,
+            recv_buffer_bytes: 64 * 1024,
+            listen_mode: ListenMode::Acceptor,
         }
     }
 }
@@ -424,6 +569,15 @@ pub struct CoreStats {
     pub idle_closed: u64,
     /// eventfd writes that woke this core (completions coalesce into fewer writes).
     pub wakeups: u64,
+    /// True when this core receives with multishot; false in `RecvMode::Single` and when
+    /// the provided buffer ring could not be set up (logged at start).
+    pub recv_multishot: bool,
+    /// Multishot receives armed (one per connection, plus re-arms after a pause, a large
+    /// frame, an exhausted buffer ring or the kernel ending one).
+    pub recv_multishot_arms: u64,
+    /// Multishot receives ended because the core's buffer ring was empty (ENOBUFS); each
+    /// is followed by one plain read, so a steady count means `recv_buffer_count` is low.
+    pub recv_buffers_exhausted: u64,
     /// The loop's stall counter and busy time.
     pub loop_stats: StallStats,
 }
@@ -448,6 +602,8 @@ impl Server {
             %local_addr,
             cores = %crate::cores::format_core_list(&config.network_cores),
             pinned = tuning.pin_network_cores,
+            recv = %tuning.recv_mode,
+            listen = %tuning.listen_mode,
             "remoting server listening"
         );
         Ok(Server {
@@ -521,6 +677,7 @@ impl fmt::Debug for Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn not_supported_matches_java_remark() {

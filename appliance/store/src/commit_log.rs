@@ -25,7 +25,8 @@ pub struct CommitLog {
     files: RwLock<Vec<Arc<MappedFile>>>,
     /// End of readable bytes (global), published by the append stage after each batch.
     max_offset: AtomicU64,
-    /// End of bytes on disk (global), published by the flush stage.
+    /// End of the durable bytes (global), published by the flush stage. In direct mode
+    /// the write ring's `written` runs ahead of it (written to the files, not yet synced).
     flushed_offset: AtomicU64,
     /// Store timestamp of the last appended record (for the checkpoint).
     last_store_timestamp_ms: AtomicI64,
@@ -198,7 +199,7 @@ impl CommitLog {
             return None;
         }
         if let Some(ring) = self.ring.get() {
-            // Pages at or past floor_page(flushed) may still be rewritten by O_DIRECT; never
+            // Pages at or past floor_page(written) may still be rewritten by O_DIRECT; never
             // fault them in through the mapping (a cached copy would go stale and the
             // kernel reports the collision as EIO). The ring holds all of them.
             if ring.holds_any_before(end) {

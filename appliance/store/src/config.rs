@@ -3,7 +3,8 @@
 //! layout derived from `storePathRootDir`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// `flushDiskType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +65,15 @@ pub struct StoreConfig {
     pub clean_resource_interval_ms: u64,
     /// `deleteFileBatchMax`.
     pub delete_file_batch_max: usize,
+    /// `deleteCommitLogFilesInterval`: pause between two CommitLog segment deletions (each
+    /// unlink of a large file costs the filesystem a burst of journal work).
+    pub delete_commit_log_files_interval_ms: u64,
+    /// `deleteConsumeQueueFilesInterval`: pause after each queue that lost files.
+    pub delete_consume_queue_files_interval_ms: u64,
+    /// `redeleteHangedFileInterval`: how often a segment whose unlink failed is retried.
+    pub redelete_hanged_file_interval_ms: u64,
+    /// Clock and disk-usage source of retention (tests replace them).
+    pub retention_probe: RetentionProbe,
     /// `checkCRCOnRecover`.
     pub check_crc_on_recover: bool,
     /// `messageIndexEnable`.
@@ -111,6 +121,72 @@ pub struct StoreConfig {
     /// ringmq: direct mode refuses puts (OS_PAGE_CACHE_BUSY) when unflushed bytes exceed
     /// this percentage of the write ring.
     pub direct_write_ring_busy_ratio: u32,
+    /// ringmq: the append stage reads its perf counters (context switches, page faults,
+    /// ...) around every N-th batch's critical section (0: never, 1: every batch). A read
+    /// costs about as much as a short critical section, hence sampling.
+    pub append_perf_sample_every: u32,
+}
+
+/// Retention's view of time and disk usage. Production reads the system clock and
+/// `statvfs`; tests install their own, since a disk cannot be filled on demand nor a
+/// `deleteWhen` hour waited for.
+#[derive(Clone, Default)]
+pub struct RetentionProbe {
+    now_ms: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
+    disk_used_percent: Option<DiskUsageFn>,
+}
+
+/// Used percentage of the partition holding a path (None: unknown).
+type DiskUsageFn = Arc<dyn Fn(&Path) -> Option<u32> + Send + Sync>;
+
+impl RetentionProbe {
+    /// Replaces the clock (ms since the epoch) used for file expiry and the deleteWhen hour.
+    pub fn with_clock(mut self, now_ms: impl Fn() -> i64 + Send + Sync + 'static) -> Self {
+        self.now_ms = Some(Arc::new(now_ms));
+        self
+    }
+    /// Replaces the used percentage of the partition holding a path (None: unknown).
+    pub fn with_disk_usage(
+        mut self,
+        used_percent: impl Fn(&Path) -> Option<u32> + Send + Sync + 'static,
+    ) -> Self {
+        self.disk_used_percent = Some(Arc::new(used_percent));
+        self
+    }
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+            .as_ref()
+            .map_or_else(crate::util::now_ms, |f| f())
+    }
+    pub fn disk_used_percent(&self, path: &Path) -> Option<u32> {
+        match &self.disk_used_percent {
+            Some(f) => f(path),
+            None => crate::retention::disk_used_percent(path),
+        }
+    }
+}
+
+impl std::fmt::Debug for RetentionProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetentionProbe")
+            .field(
+                "clock",
+                &if self.now_ms.is_some() {
+                    "replaced"
+                } else {
+                    "system"
+                },
+            )
+            .field(
+                "disk_usage",
+                &if self.disk_used_percent.is_some() {
+                    "replaced"
+                } else {
+                    "statvfs"
+                },
+            )
+            .finish()
+    }
 }
 
 impl Default for StoreConfig {
@@ -139,6 +215,10 @@ impl Default for StoreConfig {
             clean_file_forcibly_enable: true,
             clean_resource_interval_ms: 10_000,
             delete_file_batch_max: 10,
+            delete_commit_log_files_interval_ms: 100,
+            delete_consume_queue_files_interval_ms: 100,
+            redelete_hanged_file_interval_ms: 120_000,
+            retention_probe: RetentionProbe::default(),
             check_crc_on_recover: true,
             message_index_enable: true,
             max_hash_slot_num: 5_000_000,
@@ -160,6 +240,7 @@ impl Default for StoreConfig {
             append_batch_max_bytes: 1024 * 1024,
             direct_write_ring_size_bytes: 64 * 1024 * 1024,
             direct_write_ring_busy_ratio: 75,
+            append_perf_sample_every: 16,
         }
     }
 }
@@ -277,6 +358,13 @@ impl StoreConfig {
             "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(v, bad)?,
             "cleanResourceInterval" => self.clean_resource_interval_ms = num(v, bad)?,
             "deleteFileBatchMax" => self.delete_file_batch_max = num(v, bad)?,
+            "deleteCommitLogFilesInterval" => {
+                self.delete_commit_log_files_interval_ms = num(v, bad)?
+            }
+            "deleteConsumeQueueFilesInterval" => {
+                self.delete_consume_queue_files_interval_ms = num(v, bad)?
+            }
+            "redeleteHangedFileInterval" => self.redelete_hanged_file_interval_ms = num(v, bad)?,
             "checkCRCOnRecover" => self.check_crc_on_recover = boolean(v, bad)?,
             "messageIndexEnable" => self.message_index_enable = boolean(v, bad)?,
             "maxHashSlotNum" => self.max_hash_slot_num = num(v, bad)?,
@@ -303,6 +391,7 @@ impl StoreConfig {
             "ringmq.cores.flush" => self.flush_core = Some(num(v, bad)?),
             "ringmq.cores.reput" => self.reput_core = Some(num(v, bad)?),
             "ringmq.directWriteRingSize" => self.direct_write_ring_size_bytes = num(v, bad)?,
+            "ringmq.appendPerfSampleEvery" => self.append_perf_sample_every = num(v, bad)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -362,6 +451,27 @@ mod tests {
         assert!(c.warm_mapped_file_enable);
         assert_eq!(c.apply_property("warmMapedFileEnable", "false"), Ok(true));
         assert!(!c.warm_mapped_file_enable, "false turns warming off again");
+        assert_eq!(
+            c.apply_property("deleteCommitLogFilesInterval", "0"),
+            Ok(true)
+        );
+        assert_eq!(c.delete_commit_log_files_interval_ms, 0);
+        assert_eq!(
+            c.apply_property("redeleteHangedFileInterval", "5000"),
+            Ok(true)
+        );
+        assert_eq!(c.redelete_hanged_file_interval_ms, 5000);
+        assert_eq!(
+            c.apply_property("ringmq.appendPerfSampleEvery", "1"),
+            Ok(true)
+        );
+        assert_eq!(c.append_perf_sample_every, 1);
+        // Unlinking never waits for readers here (a mapping outlives its file), so there
+        // is nothing to destroy forcibly: the broker reports the key as unused.
+        assert_eq!(
+            c.apply_property("destroyMapedFileIntervalForcibly", "1000"),
+            Ok(false)
+        );
         assert_eq!(c.apply_property("brokerName", "x"), Ok(false));
         assert!(c.apply_property("maxMessageSize", "lots").is_err());
     }

@@ -10,8 +10,9 @@
 //!   or direct mode ([`direct`]: O_DIRECT + io_uring from an aligned write ring);
 //! - [`reput`]: dispatch into [`consume_queue`] and [`index`], arrival notifications,
 //!   reading the log a chunk at a time (from the write ring in direct mode);
-//! - housekeeping: queue/index flush, [`checkpoint`], [`retention`], summaries of refused
-//!   puts ([`refusal`]).
+//! - housekeeping: queue/index flush, [`checkpoint`], summaries of refused puts
+//!   ([`refusal`]); [`retention`] on a thread of its own;
+//! - [`perf_event`]: per-thread perf counters the append stage samples around its batches.
 //!
 //! [`MessageStore`] is the API; [`recovery`] runs at open.
 
@@ -26,6 +27,7 @@ pub mod error;
 pub mod flush;
 pub mod index;
 pub mod mapped_file;
+pub mod perf_event;
 pub mod recovery;
 pub mod refusal;
 pub mod reput;
@@ -43,6 +45,6 @@ pub use error::StoreError;
 pub use refusal::RefusalLog;
 pub use store::{ArrivalListener, MessageStore};
 pub use types::{
-    AcceptAll, ArrivalEvent, Boundary, GetMessageResult, GetMessageStatus, MessageFilter,
+    AcceptAll, ArrivalEvent, Boundary, FileSpan, GetMessageResult, GetMessageStatus, MessageFilter,
     PutMessageStatus, PutRequest, PutResult, StoreMetrics,
 };

@@ -1,8 +1,8 @@
 //! `MessageStore`: opens and recovers a store directory, starts the stage threads
-//! (allocator, append, flush coordinator + worker, reput, housekeeping) and offers the
-//! put/get/query API the broker codes against. Also holds `Shared`, the state the stage
-//! threads share (each stage still owns its own mutable state; `Shared` is published
-//! positions, tables readers look things up in, and counters).
+//! (allocator, append, flush coordinator + worker, reput, housekeeping, retention) and
+//! offers the put/get/query API the broker codes against. Also holds `Shared`, the state
+//! the stage threads share (each stage still owns its own mutable state; `Shared` is
+//! published positions, tables readers look things up in, and counters).
 
 use crate::append::{self, AppendMsg, AppendStage};
 use crate::checkpoint::{Checkpoint, CheckpointData};
@@ -61,6 +61,8 @@ const HOUSEKEEPING_TICK_MS: u64 = 1000;
 const SHUTDOWN_REPUT_WAIT_MS: u64 = 5000;
 /// How long `open` retries a held `lock` file before reporting `Locked`.
 const LOCK_RETRY_MS: u64 = 1000;
+/// Shortest `cleanResourceInterval` honoured (a smaller value would spin the clean thread).
+const MIN_CLEAN_INTERVAL_MS: u64 = 100;
 /// Hard cap on one get's bytes (upstream MAX_PULL_MSG_SIZE, 128 MiB).
 const MAX_PULL_MSG_SIZE: usize = 128 * 1024 * 1024;
 
@@ -75,6 +77,8 @@ pub(crate) struct MetricsState {
     pub flush_waiters_completed: AtomicU64,
     pub flush_timeouts: AtomicU64,
     pub ring_full_waits: AtomicU64,
+    /// Perf counter deltas of the append stage's sampled critical sections.
+    pub append_perf: crate::perf_event::CounterAccumulator,
     lock_hold_us: Mutex<hdrhistogram::Histogram<u64>>,
     flush_us: Mutex<hdrhistogram::Histogram<u64>>,
 }
@@ -97,6 +101,7 @@ impl MetricsState {
             flush_waiters_completed: AtomicU64::new(0),
             flush_timeouts: AtomicU64::new(0),
             ring_full_waits: AtomicU64::new(0),
+            append_perf: Default::default(),
             lock_hold_us: h(),
             flush_us: h(),
         }
@@ -226,6 +231,8 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     reput_handle: Mutex<Option<JoinHandle<()>>>,
     housekeeping: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
+    /// The retention thread and its stop signal.
+    cleaner: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
     checkpoint: Arc<Mutex<Checkpoint>>,
     retention: Arc<Mutex<RetentionState>>,
     /// Held for the store's lifetime; released at shutdown so the directory can reopen.
@@ -407,7 +414,7 @@ impl MessageStore {
         let (allocator, h) = AllocatorHandle::start(config.commit_log_dir(), spec);
         threads.push(h);
         let (flush_tx, flush_rx) = mpsc::sync_channel::<FlushMsg>(FLUSH_QUEUE_BOUND);
-        let (job_tx, job_rx) = mpsc::sync_channel(1);
+        let (job_tx, job_rx) = mpsc::sync_channel(flush::FLUSH_JOB_QUEUE_BOUND);
         let direct_flusher = match &ring {
             Some(r) => Some(DirectFlusher::new(
                 Arc::clone(r),
@@ -452,20 +459,41 @@ impl MessageStore {
             let (stop_tx, stop_rx) = mpsc::sync_channel::<()>(1);
             let s = Arc::clone(&shared);
             let cp = Arc::clone(&checkpoint);
-            let ret = Arc::clone(&retention);
             let h = spawn("ringmq-housekeeping", move || {
-                let clean_every =
-                    Duration::from_millis(s.config.clean_resource_interval_ms.max(100));
-                let mut last_clean = Instant::now();
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stop_rx.recv_timeout(Duration::from_millis(HOUSEKEEPING_TICK_MS))
                 {
                     s.flush_logics_and_checkpoint(&cp);
                     s.refusals.flush();
-                    if last_clean.elapsed() >= clean_every {
-                        last_clean = Instant::now();
-                        retention::run_once(&s, &mut ret.lock().unwrap_or_else(|p| p.into_inner()));
-                    }
+                }
+            })?;
+            (stop_tx, h)
+        };
+        // Retention on its own thread: its pauses between deletions (upstream's
+        // deleteCommitLogFilesInterval / deleteConsumeQueueFilesInterval) must not delay
+        // the checkpoint.
+        let cleaner = {
+            let (stop_tx, stop_rx) = mpsc::sync_channel::<()>(1);
+            let s = Arc::clone(&shared);
+            let ret = Arc::clone(&retention);
+            let h = spawn("ringmq-clean", move || {
+                let every_ms = s
+                    .config
+                    .clean_resource_interval_ms
+                    .max(MIN_CLEAN_INTERVAL_MS);
+                let mut stopped = false;
+                // Waits `ms`; false once shutdown asked (and from then on).
+                let mut pause = |ms: u64| {
+                    stopped = stopped
+                        || !matches!(
+                            stop_rx.recv_timeout(Duration::from_millis(ms)),
+                            Err(mpsc::RecvTimeoutError::Timeout)
+                        );
+                    !stopped
+                };
+                while pause(every_ms) {
+                    let mut st = ret.lock().unwrap_or_else(|p| p.into_inner());
+                    retention::run_once(&s, &mut st, &mut pause);
                 }
             })?;
             (stop_tx, h)
@@ -477,6 +505,7 @@ impl MessageStore {
                 threads: Mutex::new(threads),
                 reput_handle: Mutex::new(Some(reput_handle)),
                 housekeeping: Mutex::new(Some(housekeeping)),
+                cleaner: Mutex::new(Some(cleaner)),
                 checkpoint,
                 retention,
                 lock_file: Mutex::new(Some(lock_file)),
@@ -515,7 +544,8 @@ impl MessageStore {
         let s = self.shared();
         match s.log.ring() {
             Some(ring) => {
-                let unflushed = s.log.max_offset().saturating_sub(s.log.flushed_offset());
+                // Bytes the ring must still hold: not yet written to the files.
+                let unflushed = s.log.max_offset().saturating_sub(ring.written());
                 unflushed * 100
                     > ring.size() * u64::from(s.config.direct_write_ring_busy_ratio.clamp(1, 100))
             }
@@ -622,6 +652,7 @@ impl MessageStore {
         let max_pull = max_total_bytes.clamp(100, MAX_PULL_MSG_SIZE);
         let log_max = s.log.max_offset() as i64;
         let mut res = GetMessageResult::empty(GetMessageStatus::NoMatchedMessage, offset, min, max);
+        let mut spans = FileSpans::default();
         let mut total_bytes = 0usize;
         let mut max_phy_pulling = 0i64;
         let mut next_phy_file_start = i64::MIN;
@@ -682,12 +713,19 @@ impl MessageStore {
                 continue;
             }
             total_bytes += rec.len();
+            spans.add(
+                &s.log,
+                res.messages.len(),
+                unit.commit_log_offset as u64,
+                rec.len(),
+            );
             res.messages.push(rec);
             res.message_queue_offsets.push(i - 1);
             res.status = GetMessageStatus::Found;
             next_phy_file_start = i64::MIN;
         }
         res.suggest_pulling_from_slave = (log_max - max_phy_pulling) as u64 > s.mem_limit_bytes;
+        res.file_spans = spans.spans;
         res
     }
 
@@ -918,23 +956,48 @@ impl MessageStore {
 
     /// Runs one retention pass now as if triggered by the admin command
     /// (`executeDeleteFilesManually`): expired files are deleted regardless of the hour.
-    pub fn delete_expired_files_now(&self) {
+    /// Returns the CommitLog segments deleted.
+    pub fn delete_expired_files_now(&self) -> usize {
         let mut st = self
             .inner
             .retention
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         st.manual_delete_remaining = st.manual_delete_remaining.max(1);
-        retention::run_once(&self.inner.shared, &mut st);
+        self.retention_pass(&mut st)
     }
 
-    /// Asks the housekeeping thread to delete expired files over its next 20 passes.
+    /// Runs one retention pass now, the same as the periodic one every
+    /// `cleanResourceInterval` (disk-usage check, deleteWhen hour, pending manual passes).
+    /// Returns the CommitLog segments deleted.
+    pub fn clean_files_now(&self) -> usize {
+        let mut st = self
+            .inner
+            .retention
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.retention_pass(&mut st)
+    }
+
+    fn retention_pass(&self, st: &mut RetentionState) -> usize {
+        let s = &self.inner.shared;
+        retention::run_once(s, st, &mut |ms| {
+            std::thread::sleep(Duration::from_millis(ms));
+            !s.stopping.load(Ordering::Acquire)
+        })
+    }
+
+    /// Makes the next 20 retention passes delete expired files whatever the hour (upstream
+    /// `executeDeleteFilesManually`, the DELETE_EXPIRED_COMMITLOG admin command).
     pub fn execute_delete_files_manually(&self) {
         self.inner
             .retention
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .manual_delete_remaining = 20;
+            .manual_delete_remaining = retention::MANUAL_DELETE_PASSES;
+        tracing::info!(
+            "executeDeleteFilesManually: expired files are deleted over the next 20 passes"
+        );
     }
 
     /// Counters and latency summaries.
@@ -975,6 +1038,7 @@ impl MessageStore {
             consume_queue_count: s.cqs.len(),
             writeable: s.is_writeable(),
             put_refusals: s.refusals.totals(),
+            append_perf: m.append_perf.snapshot(),
         }
     }
 
@@ -992,6 +1056,16 @@ impl Inner {
         }
         let s = &self.shared;
         s.stopping.store(true, Ordering::Release);
+        if let Some((stop, h)) = self
+            .cleaner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = stop.send(());
+            drop(stop);
+            let _ = h.join();
+        }
         let (tx, rx) = mpsc::sync_channel(1);
         if self.put_tx.send(AppendMsg::Shutdown(tx)).is_ok() {
             let wait = Duration::from_millis(s.config.sync_flush_timeout_ms + 10_000);
@@ -1077,6 +1151,59 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .name(name.to_string())
         .spawn(f)
         .map_err(|e| StoreError::io("spawn thread", name, e))
+}
+
+/// Builds [`GetMessageResult::file_spans`] as records are taken: a record joins the last
+/// span when it starts where that span ends, in the same segment, and directly follows
+/// the span's last record in `messages`.
+#[derive(Default)]
+struct FileSpans {
+    spans: Vec<FileSpan>,
+    /// The segment of the last record looked up (consecutive records share it).
+    segment: Option<Arc<crate::mapped_file::MappedFile>>,
+}
+
+impl FileSpans {
+    /// Records `messages[index]`, `len` bytes at CommitLog offset `offset`, if it may be
+    /// sent from its file: in direct mode not while the write ring holds any of it (those
+    /// bytes may not be in the file yet, and a partial last page is rewritten).
+    fn add(&mut self, log: &CommitLog, index: usize, offset: u64, len: usize) {
+        let end = offset + len as u64;
+        if log.ring().is_some_and(|ring| ring.holds_any_before(end)) {
+            return;
+        }
+        let cached = self
+            .segment
+            .as_ref()
+            .is_some_and(|seg| seg.contains(offset) && !seg.is_removed());
+        if !cached {
+            self.segment = log.segment_for(offset);
+        }
+        let Some(seg) = self.segment.as_ref() else {
+            return;
+        };
+        let pos = offset - seg.from_offset();
+        if pos + len as u64 > seg.size() {
+            return; // the read refuses such a record; never describe it as a file range
+        }
+        if let Some(last) = self.spans.last_mut() {
+            let joins = Arc::ptr_eq(&last.segment, seg)
+                && last.file_offset + last.len as u64 == pos
+                && last.first_message + last.message_count == index;
+            if joins {
+                last.message_count += 1;
+                last.len += len;
+                return;
+            }
+        }
+        self.spans.push(FileSpan {
+            first_message: index,
+            message_count: 1,
+            segment: Arc::clone(seg),
+            file_offset: pos,
+            len,
+        });
+    }
 }
 
 fn batch_full(
@@ -1188,6 +1315,198 @@ mod tests {
         let store = MessageStore::open(small_config(&dir)).unwrap();
         assert!(!store.last_exit_ok());
         assert_eq!(store.max_offset_in_queue("DF", 0), 1);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Puts `count` records of 1-3 bodies' worth of bytes to topic FS queue 0.
+    fn put_records(store: &MessageStore, count: usize) -> Vec<PutResult> {
+        (0..count)
+            .map(|i| {
+                let props = format!("KEYS\u{1}k{i}\u{2}");
+                let body = vec![b'a' + (i % 26) as u8; 40 + (i % 3) * 50];
+                let mut out = BytesMut::new();
+                let f = RecordFields {
+                    queue_id: 0,
+                    flag: 0,
+                    queue_offset: 0,
+                    physical_offset: 0,
+                    sys_flag: 0,
+                    born_timestamp_ms: 1,
+                    born_host: "127.0.0.1:1".parse().expect("addr"),
+                    store_timestamp_ms: 0,
+                    store_host: "127.0.0.1:10911".parse().expect("addr"),
+                    reconsume_times: 0,
+                    prepared_transaction_offset: 0,
+                    body: &body,
+                    topic: "FS",
+                    properties: props.as_bytes(),
+                };
+                encode_record(&f, &mut out).expect("encodable");
+                // A small direct-mode ring may be full between flushes: retry the refusal
+                // as clients do, for a bounded time.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                loop {
+                    let r = store.put_blocking(PutRequest::new("FS", 0, 0, out.clone(), 1));
+                    if r.status != PutMessageStatus::OsPageCacheBusy
+                        || std::time::Instant::now() > deadline
+                    {
+                        assert_eq!(r.status, PutMessageStatus::PutOk, "put {i}");
+                        break r;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            })
+            .collect()
+    }
+
+    /// Waits (bounded) until the reput stage has dispatched `count` records of FS/0.
+    fn wait_dispatched(store: &MessageStore, count: i64) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while store.max_offset_in_queue("FS", 0) < count {
+            assert!(Instant::now() < deadline, "reput did not catch up");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The spans' file bytes, in order, with the records outside every span from memory:
+    /// what a zero-copy pull puts on the wire.
+    fn wire_bytes(r: &GetMessageResult) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let mut out = Vec::new();
+        let mut i = 0;
+        let mut spans = r.file_spans.iter().peekable();
+        while i < r.messages.len() {
+            match spans.peek() {
+                Some(span) if span.first_message == i => {
+                    let mut buf = vec![0u8; span.len];
+                    span.segment
+                        .file()
+                        .read_exact_at(&mut buf, span.file_offset)
+                        .expect("span inside its file");
+                    out.extend_from_slice(&buf);
+                    i += span.message_count;
+                    spans.next();
+                }
+                _ => {
+                    out.extend_from_slice(&r.messages[i]);
+                    i += 1;
+                }
+            }
+        }
+        assert!(spans.next().is_none(), "every span starts at a record");
+        out
+    }
+
+    struct EvenKeysOnly;
+    impl MessageFilter for EvenKeysOnly {
+        fn match_by_tags_code(&self, _: Option<i64>) -> bool {
+            true
+        }
+        fn match_by_record(&self, rec: &[u8]) -> bool {
+            match record::decode_record(rec, false) {
+                Ok(Decoded::Message(r)) => property(r.properties, "KEYS")
+                    .and_then(|key| key.strip_prefix('k'))
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| n % 2 == 0),
+                _ => false,
+            }
+        }
+    }
+
+    #[test]
+    fn mmap_reads_describe_contiguous_records_as_file_spans() {
+        let dir = crate::test_util::temp_dir("spans");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        // 64 KiB segments and ~150-byte records: the log rolls over to a second segment.
+        let puts = put_records(&store, 600);
+        wait_dispatched(&store, 600);
+        let concat = |r: &GetMessageResult| -> Vec<u8> {
+            r.messages.iter().flat_map(|m| m.iter().copied()).collect()
+        };
+
+        let r = store.get_message("FS", 0, 0, 32, usize::MAX, &AcceptAll);
+        assert_eq!(r.messages.len(), 32);
+        assert_eq!(
+            r.file_spans.len(),
+            1,
+            "contiguous records coalesce into one span"
+        );
+        let span = &r.file_spans[0];
+        assert_eq!((span.first_message, span.message_count), (0, 32));
+        assert_eq!(span.file_offset, 0);
+        assert_eq!(span.len, r.buffer_total_size());
+        assert_eq!(wire_bytes(&r), concat(&r));
+
+        // A filter that drops every other record: one span per kept record.
+        let r = store.get_message("FS", 0, 0, 32, usize::MAX, &EvenKeysOnly);
+        assert!(r.messages.len() > 1);
+        assert_eq!(r.file_spans.len(), r.messages.len());
+        assert_eq!(wire_bytes(&r), concat(&r));
+
+        // Across the segment boundary: one span per segment.
+        let file_size = 64 * 1024;
+        let first_in_second = puts
+            .iter()
+            .position(|p| p.wrote_offset >= file_size)
+            .expect("the log rolled over") as i64;
+        let r = store.get_message("FS", 0, first_in_second - 3, 6, usize::MAX, &AcceptAll);
+        assert_eq!(r.messages.len(), 6);
+        assert_eq!(r.file_spans.len(), 2, "{:?}", r.file_spans);
+        assert_eq!(r.file_spans[0].message_count, 3);
+        assert_eq!(r.file_spans[1].first_message, 3);
+        assert_eq!(r.file_spans[1].file_offset, 0);
+        assert!(!Arc::ptr_eq(
+            &r.file_spans[0].segment,
+            &r.file_spans[1].segment
+        ));
+        assert_eq!(wire_bytes(&r), concat(&r));
+
+        // A span keeps its segment file open after retention deleted it.
+        let span = r.file_spans[0].clone();
+        drop(r);
+        span.segment.destroy().unwrap();
+        let mut buf = vec![0u8; span.len];
+        use std::os::unix::fs::FileExt;
+        span.segment
+            .file()
+            .read_exact_at(&mut buf, span.file_offset)
+            .unwrap();
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn direct_mode_keeps_write_ring_bytes_out_of_file_spans() {
+        let dir = crate::test_util::temp_dir("spans-direct");
+        let config = StoreConfig {
+            write_mode: WriteMode::Direct,
+            direct_write_ring_size_bytes: 64 * 1024,
+            mapped_file_size_commit_log: 1024 * 1024,
+            ..small_config(&dir)
+        };
+        let store = MessageStore::open(config).unwrap();
+        // ~90 KiB through a 64 KiB ring: the oldest records have left it.
+        put_records(&store, 600);
+        wait_dispatched(&store, 600);
+        let concat = |r: &GetMessageResult| -> Vec<u8> {
+            r.messages.iter().flat_map(|m| m.iter().copied()).collect()
+        };
+        let old = store.get_message("FS", 0, 0, 32, usize::MAX, &AcceptAll);
+        assert_eq!(
+            old.file_spans.len(),
+            1,
+            "records the ring let go of are file spans"
+        );
+        assert_eq!(old.file_spans[0].message_count, 32);
+        assert_eq!(wire_bytes(&old), concat(&old));
+        let recent = store.get_message("FS", 0, 568, 32, usize::MAX, &AcceptAll);
+        assert_eq!(recent.messages.len(), 32);
+        assert!(
+            recent.file_spans.is_empty(),
+            "records the ring still holds are sent from memory: {:?}",
+            recent.file_spans
+        );
         store.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
     }

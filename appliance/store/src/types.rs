@@ -1,8 +1,13 @@
 //! The store's request/response vocabulary: PutRequest/PutResult with RocketMQ's
-//! PutMessageStatus, GetMessageResult with GetMessageStatus, the message filter hook,
-//! arrival events for long polling, and the metrics snapshot.
+//! PutMessageStatus, GetMessageResult with GetMessageStatus (and the file spans a pull
+//! can send from without copying), the message filter hook, arrival events for long
+//! polling, and the metrics snapshot.
+
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+
+use crate::mapped_file::MappedFile;
 
 /// `PutMessageStatus` (`store.md` §5.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,6 +177,29 @@ pub struct GetMessageResult {
     /// Queue offsets of `messages`, same order.
     pub message_queue_offsets: Vec<i64>,
     pub suggest_pulling_from_slave: bool,
+    /// The runs of `messages` that may be sent straight from their segment file (zero
+    /// copy), in order, not overlapping. A record outside every span (in direct mode: one
+    /// still in the write ring) must be sent from its `Bytes`.
+    pub file_spans: Vec<FileSpan>,
+}
+
+/// Consecutive records of a [`GetMessageResult`] that lie back to back in one CommitLog
+/// segment file: `messages[first_message..first_message + message_count]`, laid end to
+/// end, are exactly the file's bytes `[file_offset, file_offset + len)`.
+///
+/// Only bytes that never change again are covered: every byte below the CommitLog's max
+/// offset in mmap mode; in direct mode, only bytes the write ring no longer holds (whole
+/// pages whose O_DIRECT write completed and that are never rewritten).
+#[derive(Debug, Clone)]
+pub struct FileSpan {
+    pub first_message: usize,
+    pub message_count: usize,
+    /// The segment; the `Arc` keeps its file open (and mapped) even after retention
+    /// deleted it.
+    pub segment: Arc<MappedFile>,
+    /// Position of the first byte inside the segment file.
+    pub file_offset: u64,
+    pub len: usize,
 }
 
 impl GetMessageResult {
@@ -184,6 +212,7 @@ impl GetMessageResult {
             messages: Vec::new(),
             message_queue_offsets: Vec::new(),
             suggest_pulling_from_slave: false,
+            file_spans: Vec::new(),
         }
     }
     /// Total bytes of the returned records.
@@ -255,4 +284,7 @@ pub struct StoreMetrics {
     pub writeable: bool,
     /// Puts refused before the append stage, per reason (`store::REFUSED_*`), since open.
     pub put_refusals: Vec<(&'static str, u64)>,
+    /// Perf counters (context switches, page faults, ...) summed over the append stage's
+    /// sampled critical sections (`ringmq.appendPerfSampleEvery`).
+    pub append_perf: crate::perf_event::CounterTotals,
 }

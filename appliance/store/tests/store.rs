@@ -1219,3 +1219,565 @@ fn shutdown_is_bounded_when_dispatch_is_slow() {
     store.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---- retention (store.md §11) -------------------------------------------------------
+//
+// Each test drives retention passes itself (`clean_files_now`, `delete_expired_files_now`)
+// with the periodic pass pushed out of the test's lifetime, and replaces retention's clock
+// and disk usage through `RetentionProbe`: a disk cannot be filled on demand, nor a
+// deleteWhen hour waited for. Segments are 1 MiB; "aging" a segment sets its file's mtime,
+// which is what fileReservedTime is measured from.
+
+const RSEG: u64 = 1024 * 1024;
+const HOUR_MS: i64 = 3_600_000;
+
+/// Retention's clock and disk usage, as the test sets them.
+#[derive(Clone)]
+struct RetentionKnobs {
+    now_ms: Arc<std::sync::atomic::AtomicI64>,
+    used_percent: Arc<AtomicU32>,
+}
+
+impl RetentionKnobs {
+    fn new() -> Self {
+        RetentionKnobs {
+            now_ms: Arc::new(std::sync::atomic::AtomicI64::new(wall_ms())),
+            used_percent: Arc::new(AtomicU32::new(50)),
+        }
+    }
+    fn probe(&self) -> ringmq_store::config::RetentionProbe {
+        let (now, used) = (self.now_ms.clone(), self.used_percent.clone());
+        ringmq_store::config::RetentionProbe::default()
+            .with_clock(move || now.load(Ordering::SeqCst))
+            .with_disk_usage(move |_| Some(used.load(Ordering::SeqCst)))
+    }
+    fn set_now(&self, ms: i64) {
+        self.now_ms.store(ms, Ordering::SeqCst);
+    }
+    fn set_used(&self, percent: u32) {
+        self.used_percent.store(percent, Ordering::SeqCst);
+    }
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Two clock readings a few hours ahead (files written now stay far younger than 72 h):
+/// `on`, whose local hour becomes deleteWhen, and `off`, in another hour.
+fn delete_hours(now_ms: i64) -> (i64, i64) {
+    let on = now_ms + 2 * HOUR_MS;
+    let hour = ringmq_store::util::local_hour(on);
+    let off = (1..=3)
+        .map(|k| on + k * HOUR_MS)
+        .find(|t| ringmq_store::util::local_hour(*t) != hour)
+        .expect("three consecutive hours cannot all have the same local hour");
+    (on, off)
+}
+
+fn retention_config(dir: &Path, knobs: &RetentionKnobs, on_ms: i64) -> StoreConfig {
+    StoreConfig {
+        store_path_root_dir: dir.to_path_buf(),
+        mapped_file_size_commit_log: RSEG,
+        mapped_file_size_consume_queue_units: 64,
+        max_hash_slot_num: 64,
+        max_index_num: 400,
+        delete_when: format!("{:02}", ringmq_store::util::local_hour(on_ms)),
+        clean_resource_interval_ms: 3_600_000,
+        delete_commit_log_files_interval_ms: 1,
+        delete_consume_queue_files_interval_ms: 1,
+        retention_probe: knobs.probe(),
+        ..StoreConfig::default()
+    }
+}
+
+/// Appends ~4 KiB messages to `topic`/0 until segment `active` is the one being written.
+fn fill_until_segment(
+    store: &MessageStore,
+    topic: &str,
+    active: u64,
+) -> Vec<ringmq_store::PutResult> {
+    let mut out = Vec::new();
+    let limit = (active * RSEG / 4000 + 16) as usize;
+    for i in 0..limit {
+        if store.commit_log_max_offset() as u64 >= active * RSEG {
+            break;
+        }
+        let r = put(store, topic, 0, &format!("{topic}{i}"), 4000);
+        assert_eq!(r.status, PutMessageStatus::PutOk, "put {i}");
+        out.push(r);
+    }
+    assert!(store.commit_log_max_offset() as u64 >= active * RSEG);
+    out
+}
+
+fn wait_dispatched(store: &MessageStore) {
+    wait_until("dispatch", || store.dispatch_behind_bytes() == 0);
+}
+
+/// Start offsets of the CommitLog files on disk.
+fn segment_files(dir: &Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort();
+    v
+}
+
+fn file_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+/// Makes segment `index` look last modified at `at_ms`.
+fn age_segment(dir: &Path, index: u64, at_ms: i64) {
+    let f = std::fs::File::options()
+        .write(true)
+        .open(segment_path(dir, index * RSEG))
+        .unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_millis(at_ms as u64))
+        .unwrap();
+}
+
+fn offsets(segments: std::ops::RangeInclusive<u64>) -> Vec<u64> {
+    segments.map(|s| s * RSEG).collect()
+}
+
+/// The CommitLog files on disk are segments `expected`, plus perhaps the next one, which
+/// the allocator creates ahead of need.
+fn assert_segments(dir: &Path, expected: std::ops::RangeInclusive<u64>) {
+    let mut files = segment_files(dir);
+    if files.last() == Some(&((*expected.end() + 1) * RSEG)) {
+        files.pop();
+    }
+    assert_eq!(files, offsets(expected));
+}
+
+/// fileReservedTime is measured from a file's last modification; expired segments go at a
+/// deleteWhen hour only, at most deleteFileBatchMax per pass, oldest first, stopping at the
+/// first unexpired one; the manual trigger deletes over 20 passes whatever the hour; the
+/// segment being written is never deleted.
+#[test]
+fn retention_deletes_expired_segments_at_the_delete_when_hour() {
+    let dir = temp_dir("ret-hour");
+    let knobs = RetentionKnobs::new();
+    let now = wall_ms();
+    let (on, off) = delete_hours(now);
+    let mut cfg = retention_config(&dir, &knobs, on);
+    cfg.delete_file_batch_max = 2;
+    let store = MessageStore::open(cfg).unwrap();
+    fill_until_segment(&store, "H", 6);
+    wait_dispatched(&store);
+    assert_segments(&dir, 0..=6);
+    let old = now - 80 * HOUR_MS;
+    for s in 0..3 {
+        age_segment(&dir, s, old);
+    }
+    knobs.set_now(off);
+    assert_eq!(
+        store.clean_files_now(),
+        0,
+        "not a deleteWhen hour, disk fine"
+    );
+    assert_eq!(store.commit_log_min_offset(), 0);
+    knobs.set_now(on);
+    assert_eq!(store.clean_files_now(), 2, "deleteFileBatchMax per pass");
+    assert_eq!(store.commit_log_min_offset() as u64, 2 * RSEG);
+    assert_eq!(
+        store.clean_files_now(),
+        1,
+        "then the first unexpired stops it"
+    );
+    assert_eq!(store.clean_files_now(), 0);
+    assert_segments(&dir, 3..=6);
+    assert_eq!(store.commit_log_min_offset() as u64, 3 * RSEG);
+
+    // Manual trigger (DELETE_EXPIRED_COMMITLOG): 20 passes, whatever the hour.
+    knobs.set_now(off);
+    age_segment(&dir, 3, old);
+    assert_eq!(store.clean_files_now(), 0, "expired, but not the hour");
+    store.execute_delete_files_manually();
+    assert_eq!(store.clean_files_now(), 1, "manual pass 1");
+    for pass in 2..20 {
+        assert_eq!(
+            store.clean_files_now(),
+            0,
+            "manual pass {pass}: nothing expired"
+        );
+    }
+    age_segment(&dir, 4, old);
+    assert_eq!(store.clean_files_now(), 1, "manual pass 20");
+    age_segment(&dir, 5, old);
+    assert_eq!(store.clean_files_now(), 0, "the 20 passes are used up");
+    assert_eq!(store.delete_expired_files_now(), 1, "one more manual pass");
+    // Only the segment being written is left; expired or not, it stays.
+    age_segment(&dir, 6, old);
+    assert_eq!(store.delete_expired_files_now(), 0);
+    knobs.set_now(on);
+    assert_eq!(store.clean_files_now(), 0);
+    assert_segments(&dir, 6..=6);
+    let r = put(&store, "H", 0, "after", 100);
+    assert_eq!(r.status, PutMessageStatus::PutOk);
+    wait_until("dispatch", || {
+        store.max_offset_in_queue("H", 0) == r.queue_offset + 1
+    });
+    let g = store.get_message("H", 0, r.queue_offset, 1, 1 << 20, &AcceptAll);
+    assert_eq!(key_of(&decode(&g.messages[0])), "after");
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Above diskMaxUsedSpaceRatio expired segments go at any hour; above
+/// diskSpaceCleanForciblyRatio (with cleanFileForciblyEnable) unexpired ones too, and writes
+/// are still accepted below diskSpaceWarningLevelRatio.
+#[test]
+fn disk_usage_ratios_delete_expired_then_unexpired_segments() {
+    let dir = temp_dir("ret-usage");
+    let knobs = RetentionKnobs::new();
+    let now = wall_ms();
+    let (on, off) = delete_hours(now);
+    let store = MessageStore::open(retention_config(&dir, &knobs, on)).unwrap();
+    knobs.set_now(off);
+    fill_until_segment(&store, "U", 6);
+    wait_dispatched(&store);
+    for s in 0..2 {
+        age_segment(&dir, s, now - 80 * HOUR_MS);
+    }
+    knobs.set_used(75);
+    assert_eq!(store.clean_files_now(), 0, "75% is not above 75%");
+    knobs.set_used(80);
+    assert_eq!(
+        store.clean_files_now(),
+        2,
+        "expired ones, outside deleteWhen"
+    );
+    assert_eq!(store.clean_files_now(), 0, "the rest is not expired");
+    assert_segments(&dir, 2..=6);
+    knobs.set_used(86);
+    assert_eq!(
+        store.clean_files_now(),
+        4,
+        "forcibly: all but the active one"
+    );
+    assert_segments(&dir, 6..=6);
+    assert!(store.is_writeable(), "86% is below the warning ratio");
+    assert_eq!(put(&store, "U", 0, "x", 10).status, PutMessageStatus::PutOk);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without cleanFileForciblyEnable even a full disk deletes only expired segments.
+#[test]
+fn forced_cleaning_needs_clean_file_forcibly_enable() {
+    let dir = temp_dir("ret-noforce");
+    let knobs = RetentionKnobs::new();
+    let (on, off) = delete_hours(wall_ms());
+    let mut cfg = retention_config(&dir, &knobs, on);
+    cfg.clean_file_forcibly_enable = false;
+    let store = MessageStore::open(cfg).unwrap();
+    knobs.set_now(off);
+    fill_until_segment(&store, "F", 3);
+    wait_dispatched(&store);
+    knobs.set_used(89);
+    assert_eq!(store.clean_files_now(), 0);
+    knobs.set_used(95);
+    assert_eq!(store.clean_files_now(), 0);
+    assert_segments(&dir, 0..=3);
+    assert!(
+        !store.is_writeable(),
+        "above the warning ratio writes stop regardless"
+    );
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Above diskSpaceWarningLevelRatio puts are refused (SERVICE_NOT_AVAILABLE, counted as
+/// DISK_FULL) and unexpired segments are cleaned; writes resume once usage is back under
+/// diskSpaceCleanForciblyRatio (not merely under the warning ratio, as upstream).
+#[test]
+fn disk_full_refuses_writes_until_cleaning_brings_usage_down() {
+    let dir = temp_dir("ret-full");
+    let knobs = RetentionKnobs::new();
+    let (on, off) = delete_hours(wall_ms());
+    let store = MessageStore::open(retention_config(&dir, &knobs, on)).unwrap();
+    knobs.set_now(off);
+    fill_until_segment(&store, "W", 3);
+    wait_dispatched(&store);
+    knobs.set_used(91);
+    assert_eq!(store.clean_files_now(), 3, "forced cleaning");
+    assert!(!store.is_writeable());
+    assert_eq!(
+        put(&store, "W", 0, "refused", 10).status,
+        PutMessageStatus::ServiceNotAvailable
+    );
+    assert_eq!(
+        store.metrics().put_refusals,
+        vec![(ringmq_store::store::REFUSED_DISK_FULL, 1)]
+    );
+    knobs.set_used(88);
+    store.clean_files_now();
+    assert!(
+        !store.is_writeable(),
+        "still above diskSpaceCleanForciblyRatio"
+    );
+    knobs.set_used(60);
+    store.clean_files_now();
+    assert!(store.is_writeable());
+    let r = put(&store, "W", 0, "resumed", 10);
+    assert_eq!(r.status, PutMessageStatus::PutOk);
+    wait_until("dispatch", || {
+        store.max_offset_in_queue("W", 0) == r.queue_offset + 1
+    });
+    let g = store.get_message("W", 0, r.queue_offset, 1, 1 << 20, &AcceptAll);
+    assert_eq!(key_of(&decode(&g.messages[0])), "resumed");
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After segments go, ConsumeQueue files wholly below the new CommitLog min offset and stale
+/// index files go too; reads below the queue's new min offset answer OFFSET_TOO_SMALL with
+/// the min as the next offset; a queue whose messages are all kept is untouched; all of
+/// it holds across a restart.
+#[test]
+fn retention_removes_queue_and_index_files_below_the_new_min_offset() {
+    let dir = temp_dir("ret-logics");
+    let knobs = RetentionKnobs::new();
+    let now = wall_ms();
+    let (on, off) = delete_hours(now);
+    let cfg = retention_config(&dir, &knobs, on);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    knobs.set_now(off);
+    let puts = fill_until_segment(&store, "D", 4);
+    let kept = put(&store, "E", 0, "kept", 100);
+    wait_dispatched(&store);
+    let cq_dir = dir.join("consumequeue").join("D").join("0");
+    let (cq_before, index_before) = (file_count(&cq_dir), file_count(&dir.join("index")));
+    assert!(
+        cq_before > 10 && index_before > 4,
+        "{cq_before} {index_before}"
+    );
+    assert_eq!(store.query_message("D", "D0", 8, 0, i64::MAX).len(), 1);
+    age_segment(&dir, 0, now - 80 * HOUR_MS);
+    age_segment(&dir, 1, now - 80 * HOUR_MS);
+    assert_eq!(store.delete_expired_files_now(), 2);
+    let min = store.commit_log_min_offset();
+    assert_eq!(min as u64, 2 * RSEG);
+    assert!(file_count(&cq_dir) < cq_before);
+    assert!(file_count(&dir.join("index")) < index_before);
+    let qmin = store.min_offset_in_queue("D", 0);
+    assert!(qmin > 0);
+    let q = qmin as usize;
+    assert!(
+        puts[q - 1].wrote_offset < min && puts[q].wrote_offset >= min,
+        "the queue's min is its first message at or past the CommitLog min"
+    );
+    for offset in [0, qmin - 1] {
+        let g = store.get_message("D", 0, offset, 8, 1 << 20, &AcceptAll);
+        assert_eq!(
+            (g.status, g.next_begin_offset, g.min_offset),
+            (GetMessageStatus::OffsetTooSmall, qmin, qmin)
+        );
+    }
+    let g = store.get_message("D", 0, qmin, 1, 1 << 20, &AcceptAll);
+    assert_eq!(g.status, GetMessageStatus::Found);
+    assert_eq!(decode(&g.messages[0]).physical_offset, puts[q].wrote_offset);
+    assert!(store.query_message("D", "D0", 8, 0, i64::MAX).is_empty());
+    let last = format!("D{}", puts.len() - 1);
+    assert_eq!(store.query_message("D", &last, 8, 0, i64::MAX).len(), 1);
+    assert!(store.look_message_by_offset(0).is_none());
+    assert_eq!(store.min_offset_in_queue("E", 0), 0);
+    let g = store.get_message("E", 0, 0, 1, 1 << 20, &AcceptAll);
+    assert_eq!(g.status, GetMessageStatus::Found);
+    assert_eq!(decode(&g.messages[0]).physical_offset, kept.wrote_offset);
+    store.shutdown();
+
+    let store = MessageStore::open(cfg).unwrap();
+    assert_eq!(store.commit_log_min_offset(), min);
+    assert_eq!(store.min_offset_in_queue("D", 0), qmin);
+    assert_eq!(
+        store.get_message("D", 0, 0, 8, 1 << 20, &AcceptAll).status,
+        GetMessageStatus::OffsetTooSmall
+    );
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Even forced cleaning of expired segments stops at the first segment the reput stage has
+/// not wholly dispatched, and never takes the segment being written.
+#[test]
+fn retention_never_deletes_undispatched_bytes_or_the_active_segment() {
+    let dir = temp_dir("ret-reput");
+    let knobs = RetentionKnobs::new();
+    let now = wall_ms();
+    let (on, off) = delete_hours(now);
+    let store = MessageStore::open(retention_config(&dir, &knobs, on)).unwrap();
+    knobs.set_now(off);
+    // The reput stage blocks on the "Hold" message until the gate opens.
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let entered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (gate, entered) = (gate.clone(), entered.clone());
+        store.add_arrival_listener(Arc::new(move |ev: &ringmq_store::ArrivalEvent<'_>| {
+            if ev.topic != "Hold" {
+                return;
+            }
+            entered.store(true, Ordering::SeqCst);
+            let (open, cv) = &*gate;
+            let mut g = open.lock().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !*g && Instant::now() < deadline {
+                g = cv.wait_timeout(g, Duration::from_millis(50)).unwrap().0;
+            }
+        }));
+    }
+    fill_until_segment(&store, "R", 2);
+    wait_dispatched(&store);
+    let hold = put(&store, "Hold", 0, "hold", 100);
+    assert_eq!(hold.wrote_offset as u64 / RSEG, 2);
+    fill_until_segment(&store, "R", 5);
+    wait_until("reput to reach the held message", || {
+        entered.load(Ordering::SeqCst)
+    });
+    for s in 0..=5 {
+        age_segment(&dir, s, now - 80 * HOUR_MS);
+    }
+    knobs.set_used(95);
+    assert_eq!(
+        store.clean_files_now(),
+        2,
+        "segments 0 and 1 are dispatched"
+    );
+    assert_eq!(store.clean_files_now(), 0, "segment 2 is not");
+    assert_segments(&dir, 2..=5);
+    assert!(store.dispatch_behind_bytes() > 0);
+    {
+        let (open, cv) = &*gate;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
+    }
+    wait_dispatched(&store);
+    assert_eq!(store.clean_files_now(), 3);
+    assert_segments(&dir, 5..=5);
+    assert_eq!(
+        (store.commit_log_max_offset() as u64 - 1) / RSEG,
+        5,
+        "the one left is the one being written"
+    );
+    knobs.set_used(50);
+    store.clean_files_now();
+    assert_eq!(
+        put(&store, "R", 0, "more", 10).status,
+        PutMessageStatus::PutOk
+    );
+    let g = store.get_message("Hold", 0, 0, 1, 1 << 20, &AcceptAll);
+    assert_eq!(
+        g.status,
+        GetMessageStatus::OffsetTooSmall,
+        "its segment is gone now"
+    );
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The append stage's perf counters reach the metrics snapshot: every counter this host
+/// can count is present (the others are None), and with sampling on every batch the
+/// measured batches are exactly the append batches.
+#[test]
+fn append_stage_exports_perf_counters() {
+    use ringmq_store::perf_event::{CounterKind, ThreadCounters};
+    let host = ThreadCounters::open_for_current_thread("test");
+    for every in [1, 0] {
+        let dir = temp_dir("perf");
+        let mut cfg = config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap);
+        cfg.append_perf_sample_every = every;
+        let store = MessageStore::open(cfg).unwrap();
+        for i in 0..50 {
+            assert_eq!(
+                put(&store, "P", 0, &format!("p{i}"), 100).status,
+                PutMessageStatus::PutOk
+            );
+        }
+        let m = store.metrics();
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+        let p = m.append_perf;
+        if every == 0 || host.available_mask() == 0 {
+            assert_eq!(p, Default::default(), "nothing measured");
+            continue;
+        }
+        assert_eq!(p.batches, m.append_batches);
+        for kind in CounterKind::ALL {
+            assert_eq!(p.get(kind).is_some(), host.is_available(kind), "{kind:?}");
+        }
+        if let Some(ns) = p.get(CounterKind::TaskClock) {
+            assert!(ns > 0, "50 critical sections took no CPU time?");
+        }
+    }
+}
+
+/// Clears the immutable attribute it set, even when the test fails.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    /// `chattr +i` (root on ext4/xfs); None where the attribute cannot be set.
+    fn set(path: PathBuf) -> Option<Immutable> {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(&path)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Immutable(path))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A segment whose unlink fails counts as gone for readers (the min offset moves past it)
+/// but stays listed, stops that pass, and is deleted again by a later pass
+/// (upstream reDeleteHangedFile, every redeleteHangedFileInterval).
+#[test]
+fn a_segment_whose_unlink_failed_is_deleted_again_later() {
+    let dir = temp_dir("ret-hanged");
+    let knobs = RetentionKnobs::new();
+    let now = wall_ms();
+    let (on, off) = delete_hours(now);
+    let mut cfg = retention_config(&dir, &knobs, on);
+    cfg.redelete_hanged_file_interval_ms = 0;
+    let store = MessageStore::open(cfg).unwrap();
+    knobs.set_now(off);
+    fill_until_segment(&store, "G", 3);
+    wait_dispatched(&store);
+    for s in 0..2 {
+        age_segment(&dir, s, now - 80 * HOUR_MS);
+    }
+    let Some(pin) = Immutable::set(segment_path(&dir, 0)) else {
+        eprintln!("skipped: cannot make a file immutable here (needs root and chattr)");
+        store.shutdown();
+        return;
+    };
+    assert_eq!(store.delete_expired_files_now(), 0, "the unlink failed");
+    assert!(segment_path(&dir, 0).exists());
+    assert_eq!(
+        store.commit_log_min_offset() as u64,
+        RSEG,
+        "readers see it gone"
+    );
+    assert!(store.look_message_by_offset(0).is_none());
+    drop(pin);
+    assert_eq!(store.delete_expired_files_now(), 0, "this pass retries it");
+    assert!(!segment_path(&dir, 0).exists());
+    assert_eq!(store.delete_expired_files_now(), 1, "then the rest goes on");
+    assert_segments(&dir, 2..=3);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -64,6 +64,7 @@ pub const ADMIN_CODES: &[RequestCode] = &[
     RequestCode::InvokeBrokerToResetOffset,
     RequestCode::CleanExpiredConsumequeue,
     RequestCode::CleanUnusedTopic,
+    RequestCode::DeleteExpiredCommitlog,
     RequestCode::GetSystemTopicListFromBroker,
     RequestCode::QueryTopicConsumeByWho,
     RequestCode::QueryTopicsByConsumer,
@@ -99,6 +100,7 @@ pub fn process(
         C::InvokeBrokerToResetOffset => invoke_broker_to_reset_offset(ctx, request),
         C::CleanExpiredConsumequeue => clean_expired_consume_queue(ctx, request),
         C::CleanUnusedTopic => clean_unused_topic(ctx, request),
+        C::DeleteExpiredCommitlog => delete_expired_commit_log(ctx, request),
         C::GetSystemTopicListFromBroker => get_system_topic_list(ctx, request),
         C::QueryTopicConsumeByWho => query_topic_consume_by_who(ctx, request),
         C::QueryTopicsByConsumer => query_topics_by_consumer(ctx, request),
@@ -950,6 +952,15 @@ pub fn clean_expired_consume_queue(_ctx: &BrokerContext, request: &RemotingComma
 /// CLEAN_UNUSED_TOPIC (316): see [`clean_expired_consume_queue`].
 pub fn clean_unused_topic(_ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
     tracing::info!("CLEAN_UNUSED_TOPIC: no store files of deleted topics are kept; nothing to do");
+    ok(request)
+}
+
+/// DELETE_EXPIRED_COMMITLOG (329): expired CommitLog segments go over the next retention
+/// passes, outside `deleteWhen` (files younger than `fileReservedTime` stay unless the disk
+/// is past `diskSpaceCleanForciblyRatio`).
+pub fn delete_expired_commit_log(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+    tracing::info!("DELETE_EXPIRED_COMMITLOG: deleting expired CommitLog files now");
+    ctx.store.execute_delete_files_manually();
     ok(request)
 }
 

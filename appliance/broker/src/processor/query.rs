@@ -21,7 +21,7 @@ pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Han
     match ctx.store.look_message_by_offset(offset) {
         Some(record) => Handled::Now(BrokerResponse {
             command: request.response_to(ResponseCode::Success.code(), None),
-            extra_body: vec![record],
+            extra_body: vec![record.into()],
         }),
         None => error_response(
             request,
@@ -75,7 +75,7 @@ pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Handled 
         );
     Handled::Now(BrokerResponse {
         command,
-        extra_body: result.messages,
+        extra_body: result.messages.into_iter().map(Into::into).collect(),
     })
 }
 

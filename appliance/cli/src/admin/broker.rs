@@ -1,5 +1,5 @@
 //! Broker commands: `brokerStatus`, `getBrokerConfig`, `updateBrokerConfig`,
-//! `cleanExpiredCQ`, `cleanUnusedTopic`, `brokerConsumeStats`.
+//! `cleanExpiredCQ`, `cleanUnusedTopic`, `deleteExpiredCommitLog`, `brokerConsumeStats`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,6 +61,19 @@ pub const COMMANDS: &[Cmd] = &[
     Cmd {
         name: "cleanUnusedTopic",
         desc: "Delete topics that have no ConsumeQueue left.",
+        opts: &[
+            opt("b", "brokerAddr", "broker address"),
+            opt(
+                "c",
+                "cluster",
+                "every broker of this cluster (default: all)",
+            ),
+        ],
+        one_of: &[],
+    },
+    Cmd {
+        name: "deleteExpiredCommitLog",
+        desc: "Delete expired CommitLog files now instead of at deleteWhen.",
         opts: &[
             opt("b", "brokerAddr", "broker address"),
             opt(
@@ -286,6 +299,10 @@ pub async fn clean_expired_cq(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
 
 pub async fn clean_unused_topic(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
     clean(ctx, m, out, RequestCode::CleanUnusedTopic).await
+}
+
+pub async fn delete_expired_commit_log(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
+    clean(ctx, m, out, RequestCode::DeleteExpiredCommitlog).await
 }
 
 /// `ConsumeStatsList` (GET_BROKER_CONSUME_STATS body): group → stats per topic.

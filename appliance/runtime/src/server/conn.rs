@@ -15,14 +15,15 @@ use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use compio::buf::{IntoInner, IoBufMut};
-use compio::io::{AsyncRead, AsyncWriteExt};
+use compio::io::AsyncWriteExt;
 use compio::net::TcpStream;
 use compio::BufResult;
 use ringmq_remoting::command::FLAG_RESPONSE;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode, SerializeType};
 
 use super::core_loop::{bump, CoreLocal};
+use super::file_range::{send_file_ranges, send_memory_before_range, BodyChunk, FileRange};
+use super::recv::{Received, SocketReceiver, MIN_READ_CHUNK_BYTES};
 use super::{response_for, Connection, Reply, Responder, Response, ServerTuning, OVERLOAD_REMARK};
 
 /// Bodies up to this size are copied behind their header (one iovec beats two for small
@@ -34,10 +35,6 @@ const HEADER_RESERVE_BYTES: usize = 512;
 /// Initial write buffer; also the minimum size it is re-allocated at. Small, because every
 /// connection holds one, idle or not.
 const WRITE_BUF_BYTES: usize = 4 * 1024;
-/// Smallest read offered to the socket. Reads start here and double while they fill the
-/// offered space (up to `ServerTuning::read_chunk_bytes`), so an idle connection pins a
-/// few KiB under its pending receive, not the full chunk.
-const MIN_READ_CHUNK_BYTES: usize = 4 * 1024;
 /// Chunks per vectored write (well under IOV_MAX = 1024).
 const MAX_IOVECS: usize = 64;
 
@@ -118,18 +115,28 @@ impl Deferred {
 
 /// Frames waiting to be written: `wbuf` collects small encoded frames; frames with large
 /// or extra bodies close the current `wbuf` run into `segments` followed by their body
-/// chunks, so order is kept and bodies are never copied.
+/// chunks (memory or file ranges), so order is kept and bodies are never copied.
 struct Output {
     wbuf: BytesMut,
-    segments: VecDeque<Bytes>,
-    /// Bytes queued or being written (the back-pressure measure).
+    segments: VecDeque<BodyChunk>,
+    /// Bytes queued or being written, file ranges included (the back-pressure measure).
     queued_bytes: usize,
 }
 
+/// What the writer sends next.
+enum Batch {
+    Nothing,
+    /// A run of memory chunks moved into the iovec list: one vectored write of this many bytes.
+    Memory(usize),
+    /// A run of file ranges moved into the range list, spliced through one pipe: this many
+    /// bytes.
+    Files(usize),
+}
+
 impl Output {
-    fn push_frame(&mut self, cmd: &RemotingCommand, extra_body: Vec<Bytes>) {
+    fn push_frame(&mut self, cmd: &RemotingCommand, extra_body: Vec<BodyChunk>) {
         let inline = extra_body.is_empty() && cmd.body.len() <= INLINE_BODY_MAX_BYTES;
-        let body_len = cmd.body.len() + extra_body.iter().map(Bytes::len).sum::<usize>();
+        let body_len = cmd.body.len() + extra_body.iter().map(BodyChunk::len).sum::<usize>();
         self.wbuf
             .reserve(HEADER_RESERVE_BYTES + if inline { cmd.body.len() } else { 0 });
         let start = self.wbuf.len();
@@ -138,9 +145,10 @@ impl Output {
         if inline {
             self.wbuf.extend_from_slice(&cmd.body);
         } else {
-            self.segments.push_back(self.wbuf.split().freeze());
+            self.segments
+                .push_back(BodyChunk::Memory(self.wbuf.split().freeze()));
             if !cmd.body.is_empty() {
-                self.segments.push_back(cmd.body.clone());
+                self.segments.push_back(BodyChunk::Memory(cmd.body.clone()));
             }
             self.segments
                 .extend(extra_body.into_iter().filter(|b| !b.is_empty()));
@@ -148,26 +156,68 @@ impl Output {
         self.queued_bytes += header_bytes + body_len;
     }
 
-    /// Moves up to `max` chunks into `iov`; returns their byte count.
-    fn take(&mut self, iov: &mut Vec<Bytes>, max: usize) -> usize {
+    /// The next batch in queue order: up to `max` consecutive memory chunks moved into
+    /// `iov`, or up to `max` consecutive file ranges moved into `ranges`.
+    fn take(&mut self, iov: &mut Vec<Bytes>, ranges: &mut Vec<FileRange>, max: usize) -> Batch {
+        debug_assert!(iov.is_empty() && ranges.is_empty());
         if !self.wbuf.is_empty() {
             let run = self.wbuf.split().freeze();
-            self.segments.push_back(run);
+            self.segments.push_back(BodyChunk::Memory(run));
         }
+        let files = self.file_range_next();
         let mut bytes = 0;
-        while iov.len() < max {
-            let Some(chunk) = self.segments.pop_front() else {
-                break;
-            };
-            bytes += chunk.len();
-            iov.push(chunk);
+        for _ in 0..max {
+            match self.segments.pop_front() {
+                Some(BodyChunk::Memory(chunk)) if !files => {
+                    bytes += chunk.len();
+                    iov.push(chunk);
+                }
+                Some(BodyChunk::File(range)) if files => {
+                    bytes += range.len();
+                    ranges.push(range);
+                }
+                Some(other) => {
+                    // Ends the run; goes out in the next batch.
+                    self.segments.push_front(other);
+                    break;
+                }
+                None => break,
+            }
         }
-        bytes
+        match (iov.is_empty(), ranges.is_empty()) {
+            (true, true) => Batch::Nothing,
+            (false, _) => Batch::Memory(bytes),
+            (true, false) => Batch::Files(bytes),
+        }
+    }
+
+    /// Nothing waits behind the batch being written.
+    fn nothing_queued(&self) -> bool {
+        self.wbuf.is_empty() && self.segments.is_empty()
     }
 
     fn is_empty(&self) -> bool {
         self.queued_bytes == 0
     }
+
+    /// Whether the next batch is a file range.
+    fn file_range_next(&self) -> bool {
+        matches!(self.segments.front(), Some(BodyChunk::File(_)))
+    }
+}
+
+/// Empties `iov` and returns what is left of it after its first `sent` bytes.
+fn unsent_rest(iov: &mut Vec<Bytes>, mut sent: usize) -> Vec<Bytes> {
+    let mut rest = Vec::with_capacity(iov.len());
+    for chunk in iov.drain(..) {
+        if sent >= chunk.len() {
+            sent -= chunk.len();
+        } else {
+            rest.push(chunk.slice(sent..));
+            sent = 0;
+        }
+    }
+    rest
 }
 
 /// A one-waiter wake-up flag between two tasks of the same core.
@@ -545,8 +595,9 @@ fn dispatch(core: &CoreLocal, conn: &ConnLocal, ctx: &RequestContext, cmd: Remot
     }
 }
 
-/// Reads, splits frames, dispatches; pauses while the connection's output is backed up.
-pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut stream: TcpStream) {
+/// Reads (`recv.rs`), splits frames, dispatches; pauses while the connection's output is
+/// backed up, holding no receive and no ring buffer meanwhile.
+pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream: TcpStream) {
     let guard = TaskGuard {
         core: core.clone(),
         conn: conn.clone(),
@@ -562,9 +613,8 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
         code: Cell::new(0),
         responder: Cell::new(ResponderState::Available),
     };
-    let max_chunk = core.tuning.read_chunk_bytes.max(MIN_READ_CHUNK_BYTES);
-    let mut chunk = MIN_READ_CHUNK_BYTES;
-    let mut rbuf = BytesMut::with_capacity(chunk);
+    let mut receiver = SocketReceiver::new(core.clone(), stream);
+    let mut rbuf = BytesMut::with_capacity(MIN_READ_CHUNK_BYTES);
     loop {
         // Serve every complete frame already buffered.
         loop {
@@ -583,6 +633,12 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
                     bump(&core.shared.counters.read_pauses, 1);
                 }
                 conn.wake_writer();
+                // Slow-reader rule: stop consuming. Bytes the multishot still delivers
+                // are kept in `rbuf` and served after the pause.
+                if let Err(e) = receiver.disarm(&mut rbuf).await {
+                    conn.close(&format!("read failed: {e}"));
+                    return;
+                }
                 conn.reader_signal.wait().await;
                 continue;
             }
@@ -608,33 +664,18 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
             guard.close_on_exit.set(false);
             return;
         }
-        // Offer at least a chunk, or the rest of a frame whose length is already known.
         let rest_of_frame = match core.decoder.peek_frame_bytes(&rbuf) {
             Ok(Some(frame_bytes)) => frame_bytes.saturating_sub(rbuf.len()),
             _ => 0,
         };
-        rbuf.reserve(rest_of_frame.max(chunk));
-        let offered = rbuf.capacity() - rbuf.len();
-        // `uninit()` makes the read append after the buffered partial frame (a plain
-        // BytesMut read would fill from offset 0).
-        let BufResult(result, back) = stream.read(rbuf.uninit()).await;
-        rbuf = back.into_inner();
-        match result {
-            Ok(0) if conn.phase() == Phase::Draining => continue,
-            Ok(0) => {
+        match receiver.receive(&mut rbuf, rest_of_frame).await {
+            Received::Bytes => conn.touch(core.now()),
+            Received::Eof if conn.phase() == Phase::Draining => continue,
+            Received::Eof => {
                 conn.close("peer closed the connection");
                 return;
             }
-            Ok(n) => {
-                conn.touch(core.now());
-                // Adapt the offered size to the traffic, as Netty's adaptive allocator does.
-                if n == offered {
-                    chunk = (chunk * 2).min(max_chunk);
-                } else if n < chunk / 8 {
-                    chunk = (chunk / 2).max(MIN_READ_CHUNK_BYTES);
-                }
-            }
-            Err(e) => {
+            Received::Failed(e) => {
                 if conn.phase() == Phase::Open {
                     conn.close(&format!("read failed: {e}"));
                 }
@@ -645,7 +686,8 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
 }
 
 /// Writes queued output in batches: one `send` for a run of small frames, one vectored
-/// `send` when large bodies or extra chunks are queued.
+/// `send` when large bodies or extra chunks are queued, splices for file ranges
+/// (`file_range.rs`), all in queue order.
 pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut stream: TcpStream) {
     let _guard = TaskGuard {
         core: core.clone(),
@@ -654,23 +696,53 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
         close_on_exit: Cell::new(true),
     };
     let mut iov: Vec<Bytes> = Vec::with_capacity(MAX_IOVECS);
+    let mut ranges: Vec<FileRange> = Vec::with_capacity(MAX_IOVECS);
+    // Set by the first file range sent (`file_range::send_file_ranges`).
+    let mut socket_nonblocking = false;
     loop {
-        let taken = conn.out.borrow_mut().take(&mut iov, MAX_IOVECS);
-        if iov.is_empty() {
-            if conn.phase() == Phase::Closed {
-                return;
+        let batch = conn
+            .out
+            .borrow_mut()
+            .take(&mut iov, &mut ranges, MAX_IOVECS);
+        let (result, taken) = match batch {
+            Batch::Nothing => {
+                if conn.phase() == Phase::Closed {
+                    return;
+                }
+                conn.writer_signal.wait().await;
+                continue;
             }
-            conn.writer_signal.wait().await;
-            continue;
-        }
-        let result = if iov.len() == 1 {
-            let chunk = iov.pop().unwrap_or_default();
-            stream.write_all(chunk).await.0
-        } else {
-            let BufResult(result, back) = stream.write_vectored_all(iov).await;
-            iov = back;
-            iov.clear();
-            result
+            // A run right before a file range (its frame header) leaves corked with the
+            // range's first bytes, once the socket is non-blocking (`file_range.rs`).
+            Batch::Memory(taken) if socket_nonblocking && conn.out.borrow().file_range_next() => {
+                let sent = send_memory_before_range(&stream, &iov);
+                let rest = unsent_rest(&mut iov, sent);
+                if rest.is_empty() {
+                    (Ok(()), taken)
+                } else {
+                    (stream.write_vectored_all(rest).await.0, taken)
+                }
+            }
+            Batch::Memory(taken) if iov.len() == 1 => {
+                let chunk = iov.pop().unwrap_or_default();
+                (stream.write_all(chunk).await.0, taken)
+            }
+            Batch::Memory(taken) => {
+                let BufResult(result, back) = stream.write_vectored_all(iov).await;
+                iov = back;
+                iov.clear();
+                (result, taken)
+            }
+            Batch::Files(taken) => {
+                // More output already queued: the last splice leaves the socket corked
+                // (MSG_MORE) for the write that follows at once.
+                let more_after = || !conn.out.borrow().nothing_queued();
+                let result =
+                    send_file_ranges(&mut stream, &ranges, &more_after, &mut socket_nonblocking)
+                        .await;
+                ranges.clear();
+                (result, taken)
+            }
         };
         {
             let mut out = conn.out.borrow_mut();
@@ -747,10 +819,12 @@ mod tests {
         let mut big = RemotingCommand::request(2, 2).with_body(big_body.clone());
         big.serialize_type = SerializeType::RocketMq;
         out.push_frame(&small, Vec::new());
-        out.push_frame(&big, vec![Bytes::from_static(b"extra")]);
+        out.push_frame(&big, vec![Bytes::from_static(b"extra").into()]);
         out.push_frame(&small, Vec::new());
         let mut iov = Vec::new();
-        let n = out.take(&mut iov, MAX_IOVECS);
+        let Batch::Memory(n) = out.take(&mut iov, &mut Vec::new(), MAX_IOVECS) else {
+            panic!("memory chunks only")
+        };
         assert_eq!(n, out.queued_bytes);
         assert_eq!(
             iov.len(),
@@ -772,5 +846,106 @@ mod tests {
         big_with_extra.encode(&mut expected);
         small.encode(&mut expected);
         assert_eq!(wire, expected.to_vec());
+    }
+
+    #[test]
+    fn unsent_rest_skips_exactly_the_sent_prefix() {
+        let chunks = || {
+            vec![
+                Bytes::from_static(b"abc"),
+                Bytes::from_static(b"de"),
+                Bytes::from_static(b"fghi"),
+            ]
+        };
+        let flat = |v: Vec<Bytes>| -> Vec<u8> { v.iter().flat_map(|b| b.to_vec()).collect() };
+        for sent in 0..=9 {
+            let mut iov = chunks();
+            let rest = unsent_rest(&mut iov, sent);
+            assert!(iov.is_empty());
+            assert_eq!(flat(rest), b"abcdefghi"[sent..].to_vec(), "sent {sent}");
+        }
+    }
+
+    #[test]
+    fn file_ranges_split_memory_runs_in_queue_order_and_count_as_queued() {
+        let path = std::env::temp_dir().join(format!("ringmq-conn-output-{}", std::process::id()));
+        std::fs::write(&path, vec![5u8; 100_000]).unwrap();
+        let file: super::super::file_range::SharedFile =
+            std::sync::Arc::new(std::fs::File::open(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        let range = FileRange::new(file, 4_099, 90_000).unwrap();
+        let mut out = Output {
+            wbuf: BytesMut::with_capacity(64),
+            segments: VecDeque::new(),
+            queued_bytes: 0,
+        };
+        let mut cmd = RemotingCommand::request(1, 1).with_body(Bytes::from_static(b"head"));
+        cmd.serialize_type = SerializeType::RocketMq;
+        out.push_frame(
+            &cmd,
+            vec![
+                Bytes::from_static(b"a").into(),
+                range.clone().into(),
+                range.clone().into(),
+                Bytes::from_static(b"b").into(),
+            ],
+        );
+        out.push_frame(&cmd, Vec::new());
+        let mut header = BytesMut::new();
+        cmd.encode_header_for_body(4 + 1 + 2 * 90_000 + 1, &mut header);
+        let mut small = BytesMut::new();
+        cmd.encode(&mut small);
+        assert_eq!(
+            out.queued_bytes,
+            header.len() + 4 + 1 + 2 * 90_000 + 1 + small.len(),
+            "file ranges count toward the back-pressure measure"
+        );
+        let (mut iov, mut ranges) = (Vec::new(), Vec::new());
+        let Batch::Memory(n) = out.take(&mut iov, &mut ranges, MAX_IOVECS) else {
+            panic!("header, body and the first memory chunk come first")
+        };
+        assert_eq!((iov.len(), n), (3, header.len() + 4 + 1));
+        assert!(out.file_range_next() && !out.nothing_queued());
+        iov.clear();
+        let Batch::Files(n) = out.take(&mut iov, &mut ranges, MAX_IOVECS) else {
+            panic!("then both file ranges, in one batch")
+        };
+        assert_eq!(n, 2 * 90_000);
+        assert!(iov.is_empty());
+        assert_eq!(
+            ranges
+                .iter()
+                .map(|r| (r.offset(), r.len()))
+                .collect::<Vec<_>>(),
+            [(4_099, 90_000), (4_099, 90_000)]
+        );
+        ranges.clear();
+        let Batch::Memory(n) = out.take(&mut iov, &mut ranges, MAX_IOVECS) else {
+            panic!("then the last chunk and the next frame, in one run")
+        };
+        assert_eq!((iov.len(), n), (2, 1 + small.len()));
+        iov.clear();
+        assert!(out.nothing_queued());
+        assert!(matches!(
+            out.take(&mut iov, &mut ranges, MAX_IOVECS),
+            Batch::Nothing
+        ));
+
+        // A run of ranges is cut at `max`.
+        out.push_frame(&cmd, vec![range.clone().into(); 3]);
+        assert!(matches!(
+            out.take(&mut iov, &mut ranges, MAX_IOVECS),
+            Batch::Memory(_)
+        ));
+        iov.clear();
+        assert!(matches!(
+            out.take(&mut iov, &mut ranges, 2),
+            Batch::Files(180_000)
+        ));
+        ranges.clear();
+        assert!(matches!(
+            out.take(&mut iov, &mut ranges, 2),
+            Batch::Files(90_000)
+        ));
     }
 }

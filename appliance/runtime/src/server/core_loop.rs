@@ -1,6 +1,8 @@
 //! One network core: a pinned thread running its own compio runtime on io_uring, the
-//! loop that drives it (and counts stalls), its inbox of cross-thread messages, the
-//! acceptor (first core only), the idle sweeper and the shutdown drain.
+//! loop that drives it (and counts stalls), its inbox of cross-thread messages, its
+//! provided buffer ring for multishot receives, the acceptor (the first core's round-robin
+//! hand-out, or one `SO_REUSEPORT` listener per core), the idle sweeper and the shutdown
+//! drain.
 //!
 //! Everything in `CoreLocal` is owned by the core thread (`Rc`/`Cell`, no locks);
 //! `CoreShared` is the part other threads may touch: the inbox, its eventfd notifier and
@@ -23,8 +25,8 @@ use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode};
 
 use super::conn::{self, ConnLocal, Phase};
 use super::{
-    response_for, ConnShared, Connection, CoreStats, RequestHandler, Response, ServerConfig,
-    ServerTuning,
+    response_for, ConnShared, Connection, CoreStats, ListenMode, RecvMode, RequestHandler,
+    Response, ServerConfig, ServerTuning,
 };
 use crate::notify::Notifier;
 use crate::stall::StallMeter;
@@ -36,6 +38,12 @@ const MAX_INBOX_BATCH: usize = 4096;
 const DRAIN_POLL: Duration = Duration::from_millis(2);
 /// After failing leftover requests, how long the drain lets writers flush.
 const DRAIN_FLUSH_LIMIT: Duration = Duration::from_secs(1);
+/// Most buffers one provided buffer ring can hold (io_uring rings are a power of two below
+/// 65536 entries).
+const MAX_RECV_BUFFER_COUNT: u16 = 32_768;
+/// Bound on one core's provided buffer memory (`recv_buffer_count * recv_buffer_bytes`):
+/// every buffer is allocated up front, so a typo must not ask for tens of GiB.
+const MAX_RECV_POOL_BYTES: usize = 1 << 30;
 
 /// A message into a core's inbox, from any thread (including the core itself).
 pub(crate) enum CoreMsg {
@@ -88,6 +96,10 @@ pub(crate) struct Counters {
     pub(crate) bad_frames: AtomicU64,
     pub(crate) read_pauses: AtomicU64,
     pub(crate) idle_closed: AtomicU64,
+    pub(crate) recv_multishot_arms: AtomicU64,
+    pub(crate) recv_buffers_exhausted: AtomicU64,
+    /// Set once at start: whether this core's provided buffer ring is up.
+    pub(crate) recv_multishot: AtomicBool,
 }
 
 /// Adds `n` to a counter only its owning thread writes.
@@ -145,6 +157,9 @@ impl CoreShared {
             read_pauses: c.read_pauses.load(Ordering::Relaxed),
             idle_closed: c.idle_closed.load(Ordering::Relaxed),
             wakeups: self.notifier.writes(),
+            recv_multishot: c.recv_multishot.load(Ordering::Relaxed),
+            recv_multishot_arms: c.recv_multishot_arms.load(Ordering::Relaxed),
+            recv_buffers_exhausted: c.recv_buffers_exhausted.load(Ordering::Relaxed),
             loop_stats: self.meter.stats(),
         }
     }
@@ -180,6 +195,9 @@ pub(crate) struct CoreLocal {
     pub(crate) handler: Arc<dyn RequestHandler>,
     pub(crate) decoder: FrameDecoder,
     pub(crate) tuning: ServerTuning,
+    /// Connections receive with multishot into this core's provided buffer ring (the mode
+    /// asked for, and the ring was set up).
+    pub(crate) recv_multishot: bool,
     pub(crate) conns: RefCell<ConnMap>,
     next_conn_seq: Cell<u64>,
     /// Deferred requests outstanding on this core (admission against `in_flight_limit`).
@@ -392,8 +410,10 @@ impl CoreLocal {
         compio::runtime::spawn(conn::run_writer(self.clone(), conn, write_half)).detach();
     }
 
-    /// Accepts on the first core and hands connections round-robin to every core.
+    /// Accepts connections: as the single acceptor, handing them round-robin to every
+    /// core; with a `SO_REUSEPORT` listener per core, keeping them on this core.
     async fn accept_loop(self: Rc<Self>, listener: compio::net::TcpListener) {
+        let hand_out = self.tuning.listen_mode == ListenMode::Acceptor;
         let mut next = 0usize;
         loop {
             let accepted = listener.accept().await;
@@ -402,7 +422,11 @@ impl CoreLocal {
             }
             match accepted {
                 Ok((stream, _peer)) => {
-                    let target = next % self.peers.len();
+                    let target = if hand_out {
+                        next % self.peers.len()
+                    } else {
+                        self.shared.index
+                    };
                     next = next.wrapping_add(1);
                     if target == self.shared.index {
                         self.adopt(stream);
@@ -473,7 +497,9 @@ impl CoreLocal {
         let started = Instant::now();
         if let Some(fd) = self.listener_fd.take() {
             // SAFETY: shutdown(2) on our listening socket, which the acceptor still holds
-            // open; it makes the pending accept fail so the acceptor exits.
+            // open; it makes the pending accept fail so the acceptor exits. With one
+            // SO_REUSEPORT listener per core every core closes its own; connections still
+            // in a closed listener's accept queue are reset by the kernel, as at any close.
             unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         }
         let conns: Vec<Rc<ConnLocal>> = self.conns.borrow().values().cloned().collect();
@@ -559,19 +585,24 @@ pub(crate) fn start_cores(
             ),
         ));
     }
-    let listener =
-        bind_listener_retrying(config.listen_addr, tuning.listen_backlog).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "{}: cannot listen on {}: {e}",
-                    config.name, config.listen_addr
-                ),
-            )
-        })?;
-    let local_addr = listener.local_addr()?;
-
+    check_recv_tuning(tuning).map_err(|why| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: {why}", config.name),
+        )
+    })?;
     let n = config.network_cores.len();
+    let listeners = bind_listeners_retrying(config.listen_addr, tuning, n).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{}: cannot listen on {} ({} mode): {e}",
+                config.name, config.listen_addr, tuning.listen_mode
+            ),
+        )
+    })?;
+    let local_addr = listeners[0].local_addr()?;
+
     let mut shared = Vec::with_capacity(n);
     for (index, &cpu) in config.network_cores.iter().enumerate() {
         shared.push(Arc::new(CoreShared {
@@ -589,7 +620,8 @@ pub(crate) fn start_cores(
 
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let mut threads = Vec::with_capacity(n);
-    let mut listener = Some(listener);
+    // Acceptor mode: one listener, for the first core. Reuseport: one per core.
+    let mut listeners = listeners.into_iter();
     for core in &shared {
         let setup = CoreSetup {
             shared: core.clone(),
@@ -601,7 +633,7 @@ pub(crate) fn start_cores(
             per_conn_limit: config.max_in_flight_per_connection.max(1),
             idle_timeout: (config.idle_timeout_ms > 0)
                 .then(|| Duration::from_millis(config.idle_timeout_ms)),
-            listener: listener.take(),
+            listener: listeners.next(),
         };
         let ready = ready_tx.clone();
         let spawned = if tuning.pin_network_cores {
@@ -643,18 +675,50 @@ fn stop_started(shared: &[Arc<CoreShared>], threads: Vec<JoinHandle<()>>) {
     }
 }
 
+/// The provided-buffer settings a core can actually set up.
+fn check_recv_tuning(tuning: &ServerTuning) -> Result<(), String> {
+    if tuning.recv_mode != RecvMode::Multishot {
+        return Ok(());
+    }
+    let count = tuning.recv_buffer_count;
+    if count == 0 || count > MAX_RECV_BUFFER_COUNT {
+        return Err(format!(
+            "recv_buffer_count {count} must be 1..={MAX_RECV_BUFFER_COUNT}"
+        ));
+    }
+    let bytes = tuning.recv_buffer_bytes;
+    let pool_bytes = usize::from(count.next_power_of_two()).saturating_mul(bytes);
+    if bytes == 0 || u32::try_from(bytes).is_err() || pool_bytes > MAX_RECV_POOL_BYTES {
+        return Err(format!(
+            "recv_buffer_bytes {bytes} x recv_buffer_count {count} (rounded up to a power of two) \
+             must be at least 1 byte per buffer and at most {MAX_RECV_POOL_BYTES} bytes per core"
+        ));
+    }
+    Ok(())
+}
+
 /// How long a start keeps retrying a port that is still held.
 const BIND_RETRY_MS: u64 = 5_000;
 const BIND_RETRY_STEP_MS: u64 = 50;
 
-/// Binds, retrying "address in use" for up to [`BIND_RETRY_MS`]. A process killed with
-/// SIGKILL keeps its listening socket until the kernel tears down its io_uring, a few
-/// hundred milliseconds after exit; a supervisor restarting it at once (systemd waits
-/// 100 ms by default) must not fail on that.
-fn bind_listener_retrying(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
+/// Binds the listener(s) of `tuning.listen_mode`, retrying "address in use" for up to
+/// [`BIND_RETRY_MS`]. A process killed with SIGKILL keeps its listening socket until the
+/// kernel tears down its io_uring, a few hundred milliseconds after exit; a supervisor
+/// restarting it at once (systemd waits 100 ms by default) must not fail on that.
+fn bind_listeners_retrying(
+    addr: SocketAddr,
+    tuning: &ServerTuning,
+    cores: usize,
+) -> io::Result<Vec<std::net::TcpListener>> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_RETRY_MS);
     loop {
-        match bind_listener(addr, backlog) {
+        let bound = match tuning.listen_mode {
+            ListenMode::Acceptor => {
+                bind_listener(addr, tuning.listen_backlog, false).map(|l| vec![l])
+            }
+            ListenMode::ReusePort => bind_reuseport_group(addr, tuning.listen_backlog, cores),
+        };
+        match bound {
             Err(e)
                 if e.kind() == io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline =>
             {
@@ -665,7 +729,33 @@ fn bind_listener_retrying(addr: SocketAddr, backlog: i32) -> io::Result<std::net
     }
 }
 
-fn bind_listener(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
+/// One `SO_REUSEPORT` listener per core, all on the same port. A socket with
+/// `SO_REUSEPORT` would silently join a group still held by a dying earlier instance (or
+/// any other process of the same user) and have the kernel hand it part of our
+/// connections, so a plain bind without `SO_REUSEPORT` first checks that nobody listens
+/// on the port: it fails with "address in use" while anyone does, which the caller
+/// retries. (A process binding the port between the check and the group is not caught.)
+fn bind_reuseport_group(
+    addr: SocketAddr,
+    backlog: i32,
+    cores: usize,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        drop(new_listen_socket(addr, false)?);
+    }
+    let first = bind_listener(addr, backlog, true)?;
+    // With port 0 the kernel chose a port that no group holds; the rest join it.
+    let group_addr = first.local_addr()?;
+    let mut group = Vec::with_capacity(cores);
+    group.push(first);
+    for _ in 1..cores {
+        group.push(bind_listener(group_addr, backlog, true)?);
+    }
+    Ok(group)
+}
+
+/// A bound TCP socket, not listening yet.
+fn new_listen_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(
         Domain::for_address(addr),
@@ -674,7 +764,19 @@ fn bind_listener(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpList
     )?;
     // As Java's server: a restarted broker can rebind while old connections sit in TIME_WAIT.
     socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+fn bind_listener(
+    addr: SocketAddr,
+    backlog: i32,
+    reuse_port: bool,
+) -> io::Result<std::net::TcpListener> {
+    let socket = new_listen_socket(addr, reuse_port)?;
     socket.listen(backlog)?;
     Ok(socket.into())
 }
@@ -694,6 +796,12 @@ struct CoreSetup {
 fn build_runtime(tuning: &ServerTuning) -> io::Result<compio::runtime::Runtime> {
     let mut proactor = compio::driver::ProactorBuilder::new();
     proactor.capacity(tuning.io_uring_entries);
+    if let Some(count) = std::num::NonZeroU16::new(tuning.recv_buffer_count) {
+        // The ring itself is registered lazily, by `setup_recv_pool`.
+        proactor
+            .buffer_pool_size(count)
+            .buffer_pool_buffer_len(tuning.recv_buffer_bytes);
+    }
     if tuning.io_uring_defer_taskrun {
         proactor.single_issuer(true).defer_taskrun(true);
     } else {
@@ -724,6 +832,47 @@ fn io_uring_hint(e: &io::Error) -> &'static str {
     }
 }
 
+/// Registers the core's provided buffer ring when multishot receive is asked for; false
+/// (logged) when the kernel refuses it, and the core falls back to single reads: a broker
+/// that does not start is worse than one that reads a little less efficiently.
+fn setup_recv_pool(
+    rt: &compio::runtime::Runtime,
+    shared: &CoreShared,
+    tuning: &ServerTuning,
+) -> bool {
+    if tuning.recv_mode != RecvMode::Multishot {
+        return false;
+    }
+    match rt.buffer_pool() {
+        Ok(_) if !rt.enter(super::recv::cancel_registration_works) => {
+            tracing::warn!(
+                core = shared.index,
+                "this compio build cannot cancel a multishot receive (its cancel token is not \
+                 seen by the op); this core reads with single reads"
+            );
+            false
+        }
+        Ok(_) => {
+            shared
+                .counters
+                .recv_multishot
+                .store(true, Ordering::Relaxed);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(
+                core = shared.index,
+                "cannot register a provided buffer ring ({} x {} bytes): {e}; this core reads \
+                 with single reads (kernel 6.0+ is needed for multishot receive; \
+                 ringmq.net.recvMode=single silences this)",
+                tuning.recv_buffer_count,
+                tuning.recv_buffer_bytes
+            );
+            false
+        }
+    }
+}
+
 fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
     let index = setup.shared.index;
     let rt = match build_runtime(&setup.tuning) {
@@ -737,12 +886,14 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
             return;
         }
     };
+    let recv_multishot = setup_recv_pool(&rt, &setup.shared, &setup.tuning);
     let core = Rc::new(CoreLocal {
         shared: setup.shared.clone(),
         peers: setup.peers,
         handler: setup.handler,
         decoder: setup.decoder,
         tuning: setup.tuning,
+        recv_multishot,
         conns: RefCell::new(ConnMap::default()),
         next_conn_seq: Cell::new(0),
         in_flight: Cell::new(0),
