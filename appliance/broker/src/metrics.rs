@@ -1157,6 +1157,41 @@ impl BrokerMetrics {
             "Open connections owned by the network core.",
             &|s| s.connections,
         );
+        per_core(
+            e,
+            "ringmq_core_recv_multishot",
+            Kind::Gauge,
+            "1 when the core receives with multishot into its provided buffer ring.",
+            &|s| u64::from(s.recv_multishot),
+        );
+        per_core(
+            e,
+            "ringmq_core_recv_multishot_arms_total",
+            Kind::Counter,
+            "Multishot receives armed (re-arms follow ring exhaustion and kernel ends).",
+            &|s| s.recv_multishot_arms,
+        );
+        per_core(
+            e,
+            "ringmq_core_recv_buffers_exhausted_total",
+            Kind::Counter,
+            "Times the core's provided buffer ring ran dry (ENOBUFS).",
+            &|s| s.recv_buffers_exhausted,
+        );
+        per_core(
+            e,
+            "ringmq_core_read_pauses_total",
+            Kind::Counter,
+            "Connections whose reads paused because their output was backed up.",
+            &|s| s.read_pauses,
+        );
+        per_core(
+            e,
+            "ringmq_core_bad_frames_total",
+            Kind::Counter,
+            "Connections closed after a malformed or oversize frame.",
+            &|s| s.bad_frames,
+        );
     }
 }
 

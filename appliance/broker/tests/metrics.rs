@@ -147,6 +147,8 @@ fn scrape_and_runtime_info_move_with_traffic() {
     assert!(before.contains("# TYPE rocketmq_messages_in_total counter"));
     assert!(before.contains("# TYPE ringmq_append_lock_hold_us summary"));
     assert!(before.contains("ringmq_core_stalls_total{"));
+    assert!(before.contains("ringmq_core_recv_buffers_exhausted_total{"));
+    assert!(before.contains("ringmq_core_recv_multishot{"));
     let base = "cluster=\"MetricsCluster\",node_type=\"broker\",node_id=\"broker-metrics\"";
     let in_series = format!(
         "rocketmq_messages_in_total{{{base},topic=\"MetricsT\",message_type=\"normal\",is_system=\"false\"}}"

@@ -426,6 +426,19 @@ pub const NET_KEY_PREFIX: &str = "ringmq.net.";
 pub const RECV_MODE_KEY: &str = "ringmq.net.recvMode";
 /// `ringmq.net.listenMode`: `acceptor` or `reuseport`.
 pub const LISTEN_MODE_KEY: &str = "ringmq.net.listenMode";
+/// `ringmq.net.pinNetworkCores`: `true`, `false` or `auto` (pin on hosts with more than 2
+/// cores, see [`ServerTuning::pin_network_cores`]).
+pub const PIN_NETWORK_CORES_KEY: &str = "ringmq.net.pinNetworkCores";
+
+/// `auto` follows the host's core count; otherwise a boolean.
+fn parse_pin_network_cores(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "auto" => Ok(crate::cores::available_cores() > 2),
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true, false or auto".to_string()),
+    }
+}
 
 /// A `ringmq.net.*` key or value that cannot be used; names the key and what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -503,9 +516,12 @@ impl ServerTuning {
             match key {
                 RECV_MODE_KEY => self.recv_mode = value.parse().map_err(err)?,
                 LISTEN_MODE_KEY => self.listen_mode = value.parse().map_err(err)?,
+                PIN_NETWORK_CORES_KEY => {
+                    self.pin_network_cores = parse_pin_network_cores(value).map_err(err)?
+                }
                 _ => {
                     return Err(err(format!(
-                        "unknown key; known: {RECV_MODE_KEY}, {LISTEN_MODE_KEY}"
+                        "unknown key; known: {RECV_MODE_KEY}, {LISTEN_MODE_KEY}, {PIN_NETWORK_CORES_KEY}"
                     )))
                 }
             }
@@ -692,6 +708,24 @@ mod tests {
             Some(" request type 9999 not supported")
         );
         assert_eq!(r.serialize_type, SerializeType::RocketMq);
+    }
+
+    #[test]
+    fn pin_network_cores_key_overrides_the_core_count_default() {
+        let mut t = ServerTuning::default();
+        t.apply_net_properties([(PIN_NETWORK_CORES_KEY, "true")])
+            .unwrap();
+        assert!(t.pin_network_cores);
+        t.apply_net_properties([(PIN_NETWORK_CORES_KEY, "false")])
+            .unwrap();
+        assert!(!t.pin_network_cores);
+        t.apply_net_properties([(PIN_NETWORK_CORES_KEY, "auto")])
+            .unwrap();
+        assert_eq!(t.pin_network_cores, crate::cores::available_cores() > 2);
+        let e = t
+            .apply_net_properties([(PIN_NETWORK_CORES_KEY, "yes")])
+            .unwrap_err();
+        assert!(e.to_string().contains(PIN_NETWORK_CORES_KEY), "{e}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ const HEADER_RESERVE_BYTES: usize = 512;
 /// connection holds one, idle or not.
 const WRITE_BUF_BYTES: usize = 4 * 1024;
 /// Chunks per vectored write (well under IOV_MAX = 1024).
-const MAX_IOVECS: usize = 64;
+pub(crate) const MAX_IOVECS: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {

@@ -411,17 +411,26 @@ fn ensure_nonblocking(stream: &TcpStream, nonblocking: &mut bool) -> io::Result<
 /// when none could be). The ranges' last splice goes without MORE unless more output is
 /// queued, so the corked bytes always leave with the next send.
 pub(crate) fn send_memory_before_range(stream: &TcpStream, iov: &[Bytes]) -> usize {
-    let vecs: Vec<libc::iovec> = iov
-        .iter()
-        .map(|b| libc::iovec {
-            iov_base: b.as_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
+    // The writer takes at most `MAX_IOVECS` chunks per batch; an on-stack array keeps the
+    // send allocation-free.
+    const MAX_CHUNKS: usize = super::conn::MAX_IOVECS;
+    assert!(
+        iov.len() <= MAX_CHUNKS,
+        "{} chunks in one memory run",
+        iov.len()
+    );
+    let mut vecs = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_CHUNKS];
+    for (v, b) in vecs.iter_mut().zip(iov) {
+        v.iov_base = b.as_ptr() as *mut libc::c_void;
+        v.iov_len = b.len();
+    }
     // SAFETY: an all-zero msghdr is valid (no name, no control data).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = vecs.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = vecs.len() as _;
+    msg.msg_iov = vecs.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
     // SAFETY: `msg` points at `vecs`, which describe live buffers owned by `iov`, for the
     // duration of the call; the socket is open (the writer holds it).
     let rc = unsafe {
