@@ -294,6 +294,70 @@ fn roll_over_writes_blank_and_offsets_are_contiguous() {
     store.shutdown();
 }
 
+/// Puts records of `body_lens` and checks the roll-over invariants: each record inside
+/// one segment, offsets contiguous except for a jump to the next segment start over a
+/// BLANK that fills the rest of the old one, queue offsets 0..n; then again after reopen.
+fn check_roll_over(mode: WriteMode, body_lens: &[usize]) {
+    let dir = temp_dir("roll-prop");
+    let cfg = || config(&dir, FlushDiskType::SyncFlush, mode);
+    let store = MessageStore::open(cfg()).unwrap();
+    let mut records = Vec::with_capacity(body_lens.len());
+    let mut prev_end = 0u64;
+    for (i, &len) in body_lens.iter().enumerate() {
+        let r = put(&store, "P", 0, &format!("p{i}"), len);
+        assert_eq!(r.status, PutMessageStatus::PutOk, "put {i} of {len} B");
+        assert_eq!(r.queue_offset, i as i64);
+        let start = r.wrote_offset as u64;
+        let end = start + r.wrote_bytes as u64;
+        assert_eq!(start / SEG, (end - 1) / SEG, "put {i} spans segments");
+        if start != prev_end {
+            assert_eq!(start % SEG, 0, "put {i}: a jump lands on a segment start");
+            assert_eq!(
+                start / SEG,
+                prev_end / SEG + 1,
+                "put {i}: jumps one segment"
+            );
+            assert!(SEG - prev_end % SEG >= 8, "room for the BLANK header");
+        }
+        records.push((start as i64, r.wrote_bytes));
+        prev_end = end;
+    }
+    store.shutdown();
+    let store = MessageStore::open(cfg()).unwrap();
+    assert_eq!(store.commit_log_max_offset(), prev_end as i64);
+    for (i, &(phys, size)) in records.iter().enumerate() {
+        let m = store
+            .look_message_by_offset(phys)
+            .expect("record after reopen");
+        assert_eq!(m.len() as i32, size);
+        assert_eq!(decode(&m).queue_offset, i as i64);
+    }
+    let n = records.len() as i64;
+    wait_until("dispatch", || store.max_offset_in_queue("P", 0) == n);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: 12,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })]
+
+    #[test]
+    fn offsets_stay_contiguous_across_roll_over(
+        direct in proptest::bool::ANY,
+        body_lens in proptest::collection::vec(
+            proptest::prop_oneof![1usize..300, 1usize..60_000],
+            1..40,
+        ),
+    ) {
+        let mode = if direct { WriteMode::Direct } else { WriteMode::Mmap };
+        check_roll_over(mode, &body_lens);
+    }
+}
+
 #[test]
 fn batch_transactions_and_validation() {
     let dir = temp_dir("batch");
@@ -739,7 +803,10 @@ fn second_open_of_a_locked_store_is_refused() {
     store.shutdown();
 }
 
-fn crash_rounds(mode: &str, rounds: u64) {
+/// Kills a writer process `rounds` times at random points and checks the reopened store.
+/// `loss_window_bytes`: `None` under SYNC_FLUSH (every acknowledged put must survive);
+/// under ASYNC_FLUSH the most acknowledged bytes a crash may lose, all at the log's tail.
+fn crash_rounds(mode: &str, rounds: u64, loss_window_bytes: Option<i64>) {
     let dir = temp_dir(&format!("crash-{mode}"));
     let bin = env!("CARGO_BIN_EXE_ringmq-store-crash-writer");
     let mut acked: HashMap<String, (i32, i64, i64, i32)> = HashMap::new();
@@ -789,7 +856,7 @@ fn crash_rounds(mode: &str, rounds: u64) {
             max_hash_slot_num: 64,
             max_index_num: 256,
             flush_disk_type: FlushDiskType::SyncFlush,
-            write_mode: if mode == "direct" {
+            write_mode: if mode.starts_with("direct") {
                 WriteMode::Direct
             } else {
                 WriteMode::Mmap
@@ -799,6 +866,7 @@ fn crash_rounds(mode: &str, rounds: u64) {
         })
         .unwrap();
         let max = store.commit_log_max_offset();
+        forget_lost_tail(&mut acked, max, loss_window_bytes, round);
         if std::env::var_os("RINGMQ_TEST_VERBOSE").is_some() {
             eprintln!(
                 "round {round}: {n} new acks, {} total, log max {max}",
@@ -853,17 +921,66 @@ fn crash_rounds(mode: &str, rounds: u64) {
         }
         store.shutdown();
     }
-    assert!(acked.len() >= rounds as usize);
+    assert!(
+        loss_window_bytes.is_some() || acked.len() >= rounds as usize,
+        "{} acked puts after {rounds} rounds",
+        acked.len()
+    );
+}
+
+/// Under ASYNC_FLUSH, drops from `acked` the puts the crash lost, after checking they are
+/// a tail of the log no longer than the window (later rounds reuse their offsets).
+fn forget_lost_tail(
+    acked: &mut HashMap<String, (i32, i64, i64, i32)>,
+    log_max: i64,
+    loss_window_bytes: Option<i64>,
+    round: u64,
+) {
+    let lost: Vec<(String, i64)> = acked
+        .iter()
+        .filter(|(_, (_, _, phys, size))| phys + i64::from(*size) > log_max)
+        .map(|(k, (_, _, phys, size))| (k.clone(), phys + i64::from(*size)))
+        .collect();
+    let Some(window) = loss_window_bytes else {
+        assert!(
+            lost.is_empty(),
+            "round {round}: SYNC_FLUSH lost {} acknowledged puts",
+            lost.len()
+        );
+        return;
+    };
+    let lost_bytes = lost.iter().map(|(_, end)| end - log_max).max().unwrap_or(0);
+    assert!(
+        lost_bytes <= window,
+        "round {round}: ASYNC_FLUSH lost {lost_bytes} acknowledged bytes, window {window}"
+    );
+    for (key, _) in lost {
+        acked.remove(&key);
+    }
 }
 
 #[test]
 fn kill_9_sync_flush_writer_mmap() {
-    crash_rounds("mmap", 20);
+    crash_rounds("mmap", 20, None);
 }
 
 #[test]
 fn kill_9_sync_flush_writer_direct() {
-    crash_rounds("direct", 8);
+    crash_rounds("direct", 8, None);
+}
+
+/// A killed process loses nothing it wrote to the page cache: under ASYNC_FLUSH in mmap
+/// mode an acknowledged put was already written by the append stage.
+#[test]
+fn kill_9_async_flush_writer_mmap_loses_nothing() {
+    crash_rounds("mmap-async", 6, Some(0));
+}
+
+/// In direct mode the unflushed window lives in the write ring (process memory): a crash
+/// may lose at most the ring's bytes, and only at the tail.
+#[test]
+fn kill_9_async_flush_writer_direct_loses_at_most_the_ring() {
+    crash_rounds("direct-async", 6, Some(256 * 1024));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Helper process for the store's crash and disk-full tests (`tests/store.rs`).
 //!
-//! `ringmq-store-crash-writer <dir> <mmap|direct> <seed> [fsize]` opens a SYNC_FLUSH store
-//! with small segments and puts messages from 4 producer threads forever, printing one line
+//! `ringmq-store-crash-writer <dir> <mode> <seed> [fsize]` opens a store (mode `mmap` or
+//! `direct` under SYNC_FLUSH, `mmap-async` or `direct-async` under ASYNC_FLUSH) with small
+//! segments and puts messages from 4 producer threads forever, printing one line
 //! per acknowledged put (`ACK <key> <queueId> <queueOffset> <physOffset> <size>`) after the
 //! store confirmed it; the test kills it with SIGKILL at a random point. With `fsize`, it
 //! instead lowers RLIMIT_FSIZE below the segment size after a while, expects the store to
@@ -26,8 +27,12 @@ fn config(dir: &str, mode: &str) -> StoreConfig {
         store_path_root_dir: dir.into(),
         mapped_file_size_commit_log: SEGMENT_BYTES,
         mapped_file_size_consume_queue_units: 64,
-        flush_disk_type: FlushDiskType::SyncFlush,
-        write_mode: if mode == "direct" {
+        flush_disk_type: if mode.ends_with("-async") {
+            FlushDiskType::AsyncFlush
+        } else {
+            FlushDiskType::SyncFlush
+        },
+        write_mode: if mode.starts_with("direct") {
             WriteMode::Direct
         } else {
             WriteMode::Mmap
@@ -69,7 +74,10 @@ fn body_for(key: &str, len: usize) -> Vec<u8> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        eprintln!("usage: {} <dir> <mmap|direct> <seed> [fsize]", args[0]);
+        eprintln!(
+            "usage: {} <dir> <mmap|direct|mmap-async|direct-async> <seed> [fsize]",
+            args[0]
+        );
         std::process::exit(2);
     }
     let (dir, mode, seed) = (&args[1], &args[2], args[3].parse::<u64>().unwrap_or(1));
