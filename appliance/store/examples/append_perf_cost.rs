@@ -9,8 +9,8 @@
 //!    what the counters saw per measured batch.
 
 use bytes::BytesMut;
-use ringmq_remoting::message::record::{encode_record, RecordFields};
 use ringmq_store::perf_event::{CounterKind, CounterValues, ThreadCounters};
+use ringmq_store::util::loopback_record;
 use ringmq_store::{MessageStore, PutMessageStatus, PutRequest, StoreConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -46,25 +46,7 @@ fn read_cost() {
 
 fn record() -> BytesMut {
     let body = vec![b'x'; BODY_BYTES];
-    let f = RecordFields {
-        queue_id: 0,
-        flag: 0,
-        queue_offset: 0,
-        physical_offset: 0,
-        sys_flag: 0,
-        born_timestamp_ms: 1,
-        born_host: "127.0.0.1:1".parse().expect("addr"),
-        store_timestamp_ms: 0,
-        store_host: "127.0.0.1:10911".parse().expect("addr"),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        topic: "Cost",
-        properties: b"TAGS\x01A\x02",
-    };
-    let mut out = BytesMut::new();
-    encode_record(&f, &mut out).expect("encodable");
-    out
+    loopback_record("Cost", 0, &body, b"TAGS\x01A\x02")
 }
 
 fn run(dir: &Path, sample_every: u32, secs: f64) {

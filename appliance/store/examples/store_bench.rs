@@ -16,8 +16,8 @@
 //! benchmark's segment size.
 
 use bytes::BytesMut;
-use ringmq_remoting::message::record::{encode_record, RecordFields};
 use ringmq_store::direct::MAX_CHUNK_BYTES;
+use ringmq_store::util::loopback_record;
 use ringmq_store::{
     FlushDiskType, MessageStore, PutMessageStatus, PutRequest, StoreConfig, WriteMode,
 };
@@ -49,25 +49,7 @@ fn record(topic: &str, queue_id: i32, body_len: usize) -> BytesMut {
     let body = vec![b'x'; body_len];
     let props =
         "UNIQ_KEY\u{1}C0A8010530391B6A3F210BA7F2C40001\u{2}WAIT\u{1}true\u{2}TAGS\u{1}TagA\u{2}";
-    let f = RecordFields {
-        queue_id,
-        flag: 0,
-        queue_offset: 0,
-        physical_offset: 0,
-        sys_flag: 0,
-        born_timestamp_ms: 1,
-        born_host: "127.0.0.1:1".parse().expect("addr"),
-        store_timestamp_ms: 0,
-        store_host: "127.0.0.1:10911".parse().expect("addr"),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        topic,
-        properties: props.as_bytes(),
-    };
-    let mut out = BytesMut::new();
-    encode_record(&f, &mut out).expect("encodable");
-    out
+    loopback_record(topic, queue_id, &body, props.as_bytes())
 }
 
 fn config(dir: &Path, flush: FlushDiskType, mode: WriteMode) -> StoreConfig {

@@ -557,7 +557,6 @@ mod tests {
     use crate::types::{PutMessageStatus, PutRequest};
     use crate::{FlushDiskType, MessageStore, StoreConfig};
     use bytes::BytesMut;
-    use ringmq_remoting::message::record::{encode_record, RecordFields};
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
@@ -578,25 +577,7 @@ mod tests {
     fn record(i: usize, body_len: usize) -> BytesMut {
         let props = format!("KEYS\u{1}k{i}\u{2}");
         let body = vec![b'a' + (i % 26) as u8; body_len];
-        let f = RecordFields {
-            queue_id: 0,
-            flag: 0,
-            queue_offset: 0,
-            physical_offset: 0,
-            sys_flag: 0,
-            born_timestamp_ms: 1,
-            born_host: "127.0.0.1:1".parse().expect("addr"),
-            store_timestamp_ms: 0,
-            store_host: "127.0.0.1:10911".parse().expect("addr"),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: &body,
-            topic: "FL",
-            properties: props.as_bytes(),
-        };
-        let mut out = BytesMut::new();
-        encode_record(&f, &mut out).expect("encodable");
-        out
+        crate::util::loopback_record("FL", 0, &body, props.as_bytes())
     }
 
     /// Puts `count` records from 4 threads with up to 64 in flight each, retrying the

@@ -1236,8 +1236,6 @@ fn batch_full(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
-    use ringmq_remoting::message::record::{encode_record, RecordFields};
 
     fn small_config(dir: &std::path::Path) -> StoreConfig {
         StoreConfig {
@@ -1252,24 +1250,7 @@ mod tests {
 
     fn put_one(store: &MessageStore, key: &str) -> PutResult {
         let props = format!("KEYS\u{1}{key}\u{2}");
-        let mut out = BytesMut::new();
-        let f = RecordFields {
-            queue_id: 0,
-            flag: 0,
-            queue_offset: 0,
-            physical_offset: 0,
-            sys_flag: 0,
-            born_timestamp_ms: 1,
-            born_host: "127.0.0.1:1".parse().expect("addr"),
-            store_timestamp_ms: 0,
-            store_host: "127.0.0.1:10911".parse().expect("addr"),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b"body",
-            topic: "DF",
-            properties: props.as_bytes(),
-        };
-        encode_record(&f, &mut out).expect("encodable");
+        let out = crate::util::loopback_record("DF", 0, b"body", props.as_bytes());
         store.put_blocking(PutRequest::new("DF", 0, 0, out, 1))
     }
 
@@ -1325,24 +1306,7 @@ mod tests {
             .map(|i| {
                 let props = format!("KEYS\u{1}k{i}\u{2}");
                 let body = vec![b'a' + (i % 26) as u8; 40 + (i % 3) * 50];
-                let mut out = BytesMut::new();
-                let f = RecordFields {
-                    queue_id: 0,
-                    flag: 0,
-                    queue_offset: 0,
-                    physical_offset: 0,
-                    sys_flag: 0,
-                    born_timestamp_ms: 1,
-                    born_host: "127.0.0.1:1".parse().expect("addr"),
-                    store_timestamp_ms: 0,
-                    store_host: "127.0.0.1:10911".parse().expect("addr"),
-                    reconsume_times: 0,
-                    prepared_transaction_offset: 0,
-                    body: &body,
-                    topic: "FS",
-                    properties: props.as_bytes(),
-                };
-                encode_record(&f, &mut out).expect("encodable");
+                let out = crate::util::loopback_record("FS", 0, &body, props.as_bytes());
                 // A small direct-mode ring may be full between flushes: retry the refusal
                 // as clients do, for a bounded time.
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

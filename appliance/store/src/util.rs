@@ -97,6 +97,39 @@ pub fn physical_memory_bytes() -> u64 {
     }
 }
 
+/// A record as a local producer hands it to the store (born at 127.0.0.1:1, stored at
+/// 127.0.0.1:10911, no offsets or flags yet): the one record shape the store's own
+/// tests, benchmarks and crash helper append.
+pub fn loopback_record(
+    topic: &str,
+    queue_id: i32,
+    body: &[u8],
+    properties: &[u8],
+) -> bytes::BytesMut {
+    use ringmq_remoting::message::record::{encode_record, RecordFields};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    let loopback = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+    let fields = RecordFields {
+        queue_id,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: loopback(1),
+        store_timestamp_ms: 0,
+        store_host: loopback(10911),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        topic,
+        properties,
+    };
+    let mut out = bytes::BytesMut::new();
+    encode_record(&fields, &mut out).expect("a loopback record of bounded size encodes");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

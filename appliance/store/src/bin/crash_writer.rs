@@ -11,7 +11,7 @@
 //! expects puts to work again, prints `FSIZE-OK` and shuts down cleanly.
 
 use bytes::BytesMut;
-use ringmq_remoting::message::record::{encode_record, RecordFields};
+use ringmq_store::util::loopback_record;
 use ringmq_store::{
     FlushDiskType, MessageStore, PutMessageStatus, PutRequest, StoreConfig, WriteMode,
 };
@@ -46,25 +46,7 @@ fn config(dir: &str, mode: &str) -> StoreConfig {
 
 fn encode(topic: &str, queue_id: i32, key: &str, body: &[u8]) -> BytesMut {
     let props = format!("KEYS\u{1}{key}\u{2}UNIQ_KEY\u{1}U{key}\u{2}WAIT\u{1}true\u{2}");
-    let mut out = BytesMut::new();
-    let f = RecordFields {
-        queue_id,
-        flag: 0,
-        queue_offset: 0,
-        physical_offset: 0,
-        sys_flag: 0,
-        born_timestamp_ms: 1,
-        born_host: "127.0.0.1:1".parse().expect("addr"),
-        store_timestamp_ms: 0,
-        store_host: "127.0.0.1:10911".parse().expect("addr"),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body,
-        topic,
-        properties: props.as_bytes(),
-    };
-    encode_record(&f, &mut out).expect("encodable");
-    out
+    loopback_record(topic, queue_id, body, props.as_bytes())
 }
 
 fn body_for(key: &str, len: usize) -> Vec<u8> {
