@@ -47,5 +47,5 @@ pub use server::{
     not_supported, Connection, CoreHandle, CoreStats, ListenMode, NetConfigError, RecvMode, Reply,
     RequestContext, RequestHandler, Responder, Response, Server, ServerConfig, ServerTuning,
 };
-pub use server::{BodyChunk, FileRange, SharedFile};
+pub use server::{BodyChunk, FdReserve, FileRange, SharedFile};
 pub use stall::{StallMeter, StallStats};

@@ -360,8 +360,9 @@ pub struct ServerTuning {
     /// reading resumes below half of it.
     pub max_output_bytes_per_connection: usize,
     /// Largest free space offered to one socket read when the connection is busy (reads
-    /// start at 4 KiB and grow while they fill up); a whole frame is always offered once
-    /// its length is known.
+    /// start at 4 KiB and grow while they fill up). A frame of known length is offered
+    /// more, but never more than is already buffered: the buffer grows with the bytes
+    /// received, not with the announced length.
     pub read_chunk_bytes: usize,
     /// How long `shutdown` waits for deferred answers before failing them.
     pub drain_timeout_ms: u64,
@@ -396,6 +397,67 @@ pub struct ServerTuning {
     pub recv_buffer_bytes: usize,
     /// How connections are accepted (`ringmq.net.listenMode`).
     pub listen_mode: ListenMode,
+    /// Bound on the frame-buffer bytes one core holds for frames not yet complete
+    /// (`ringmq.net.maxPartialFrameBytesPerCore`). A frame buffer grows with the bytes that
+    /// actually arrived, never with the length a prefix announces; when the core's sum goes
+    /// over this bound, the connection holding the most partial bytes is closed (ties: the
+    /// oldest connection), repeatedly until the sum is under it.
+    pub max_partial_frame_bytes_per_core: usize,
+    /// Bound on the output bytes held in memory by one core for all its connections
+    /// (`ringmq.net.maxOutputBytesPerCore`; file ranges are not counted, they are spliced
+    /// from the page cache). The per-connection bound stops reading from one client that
+    /// does not read; this one bounds many such clients together: when the core's sum goes
+    /// over it, the connection with the most output is closed, preferring connections whose
+    /// reading is already paused, until the sum is under it.
+    pub max_output_bytes_per_core: usize,
+    /// Descriptors kept free for the rest of the process (the store's files): an accepted
+    /// connection that leaves fewer than this many below `RLIMIT_NOFILE` is closed at once
+    /// (`ringmq.net.fdReserve`).
+    pub fd_reserve: FdReserve,
+}
+
+/// How many descriptors the server leaves free for the rest of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FdReserve {
+    /// `max(64, RLIMIT_NOFILE / 10)`.
+    Auto,
+    /// Exactly this many; 0 turns the check off.
+    Count(u64),
+}
+
+impl FdReserve {
+    /// Descriptors to keep free under a soft limit of `limit`.
+    pub fn for_limit(self, limit: u64) -> u64 {
+        match self {
+            Self::Auto => (limit / 10).max(MIN_AUTO_FD_RESERVE),
+            Self::Count(n) => n,
+        }
+    }
+}
+
+/// The least descriptors [`FdReserve::Auto`] keeps free.
+pub const MIN_AUTO_FD_RESERVE: u64 = 64;
+
+impl std::str::FromStr for FdReserve {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(Self::Auto);
+        }
+        text.parse()
+            .map(Self::Count)
+            .map_err(|_| "expected auto or a number of descriptors (0 disables)".to_string())
+    }
+}
+
+impl fmt::Display for FdReserve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Count(n) => write!(f, "{n}"),
+        }
+    }
 }
 
 /// How a connection's reader takes bytes off its socket.
@@ -429,6 +491,31 @@ pub const LISTEN_MODE_KEY: &str = "ringmq.net.listenMode";
 /// `ringmq.net.pinNetworkCores`: `true`, `false` or `auto` (pin on hosts with more than 2
 /// cores, see [`ServerTuning::pin_network_cores`]).
 pub const PIN_NETWORK_CORES_KEY: &str = "ringmq.net.pinNetworkCores";
+/// `ringmq.net.maxPartialFrameBytesPerCore`: bytes (see
+/// [`ServerTuning::max_partial_frame_bytes_per_core`]).
+pub const MAX_PARTIAL_FRAME_BYTES_PER_CORE_KEY: &str = "ringmq.net.maxPartialFrameBytesPerCore";
+/// `ringmq.net.maxOutputBytesPerCore`: bytes (see [`ServerTuning::max_output_bytes_per_core`]).
+pub const MAX_OUTPUT_BYTES_PER_CORE_KEY: &str = "ringmq.net.maxOutputBytesPerCore";
+/// `ringmq.net.fdReserve`: `auto` or a number of descriptors (see [`FdReserve`]).
+pub const FD_RESERVE_KEY: &str = "ringmq.net.fdReserve";
+
+/// Every key [`ServerTuning::apply_net_properties`] knows.
+const NET_KEYS: &[&str] = &[
+    RECV_MODE_KEY,
+    LISTEN_MODE_KEY,
+    PIN_NETWORK_CORES_KEY,
+    MAX_PARTIAL_FRAME_BYTES_PER_CORE_KEY,
+    MAX_OUTPUT_BYTES_PER_CORE_KEY,
+    FD_RESERVE_KEY,
+];
+
+/// A byte bound: a positive whole number of bytes.
+fn parse_byte_bound(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("expected a positive number of bytes".to_string()),
+    }
+}
 
 /// `auto` follows the host's core count; otherwise a boolean.
 fn parse_pin_network_cores(value: &str) -> Result<bool, String> {
@@ -519,11 +606,14 @@ impl ServerTuning {
                 PIN_NETWORK_CORES_KEY => {
                     self.pin_network_cores = parse_pin_network_cores(value).map_err(err)?
                 }
-                _ => {
-                    return Err(err(format!(
-                        "unknown key; known: {RECV_MODE_KEY}, {LISTEN_MODE_KEY}, {PIN_NETWORK_CORES_KEY}"
-                    )))
+                MAX_PARTIAL_FRAME_BYTES_PER_CORE_KEY => {
+                    self.max_partial_frame_bytes_per_core = parse_byte_bound(value).map_err(err)?
                 }
+                MAX_OUTPUT_BYTES_PER_CORE_KEY => {
+                    self.max_output_bytes_per_core = parse_byte_bound(value).map_err(err)?
+                }
+                FD_RESERVE_KEY => self.fd_reserve = value.parse().map_err(err)?,
+                _ => return Err(err(format!("unknown key; known: {}", NET_KEYS.join(", ")))),
             }
         }
         Ok(())
@@ -549,9 +639,19 @@ impl Default for ServerTuning {
             recv_buffer_count: 64,
             recv_buffer_bytes: 64 * 1024,
             listen_mode: ListenMode::Acceptor,
+            // 16 frames of the largest size (16 MiB) being assembled at once per core.
+            max_partial_frame_bytes_per_core: DEFAULT_MAX_PARTIAL_FRAME_BYTES_PER_CORE,
+            // 16 clients at the per-connection bound (4 MiB) per core.
+            max_output_bytes_per_core: DEFAULT_MAX_OUTPUT_BYTES_PER_CORE,
+            fd_reserve: FdReserve::Auto,
         }
     }
 }
+
+/// Default of [`ServerTuning::max_partial_frame_bytes_per_core`]: 256 MiB.
+pub const DEFAULT_MAX_PARTIAL_FRAME_BYTES_PER_CORE: usize = 256 * 1024 * 1024;
+/// Default of [`ServerTuning::max_output_bytes_per_core`]: 64 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES_PER_CORE: usize = 64 * 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------
 // Server
@@ -594,6 +694,23 @@ pub struct CoreStats {
     /// Multishot receives ended because the core's buffer ring was empty (ENOBUFS); each
     /// is followed by one plain read, so a steady count means `recv_buffer_count` is low.
     pub recv_buffers_exhausted: u64,
+    /// Frame-buffer bytes held now for frames not yet complete (against
+    /// `ServerTuning::max_partial_frame_bytes_per_core`).
+    pub partial_frame_bytes: u64,
+    /// Connections closed because the core's partial-frame bytes went over their bound.
+    pub partial_frame_closes: u64,
+    /// Output bytes held in memory now for this core's connections (against
+    /// `ServerTuning::max_output_bytes_per_core`).
+    pub output_bytes: u64,
+    /// The most `output_bytes` has been.
+    pub output_bytes_peak: u64,
+    /// Connections closed because the core's output bytes went over their bound.
+    pub output_closes: u64,
+    /// Failed accepts (e.g. EMFILE at the descriptor limit); each one pauses accepting for
+    /// a growing delay.
+    pub accept_errors: u64,
+    /// Connections closed right after accept to keep `ServerTuning::fd_reserve` free.
+    pub accept_refused_fd_reserve: u64,
     /// The loop's stall counter and busy time.
     pub loop_stats: StallStats,
 }
@@ -726,6 +843,35 @@ mod tests {
             .apply_net_properties([(PIN_NETWORK_CORES_KEY, "yes")])
             .unwrap_err();
         assert!(e.to_string().contains(PIN_NETWORK_CORES_KEY), "{e}");
+    }
+
+    #[test]
+    fn bound_and_reserve_keys_parse_and_reject_bad_values() {
+        let mut t = ServerTuning::default();
+        assert_eq!(t.fd_reserve, FdReserve::Auto);
+        t.apply_net_properties([
+            (MAX_PARTIAL_FRAME_BYTES_PER_CORE_KEY, "1048576"),
+            (MAX_OUTPUT_BYTES_PER_CORE_KEY, " 2097152 "),
+            (FD_RESERVE_KEY, "128"),
+        ])
+        .unwrap();
+        assert_eq!(t.max_partial_frame_bytes_per_core, 1 << 20);
+        assert_eq!(t.max_output_bytes_per_core, 2 << 20);
+        assert_eq!(t.fd_reserve, FdReserve::Count(128));
+        t.apply_net_properties([(FD_RESERVE_KEY, "AUTO")]).unwrap();
+        assert_eq!(t.fd_reserve, FdReserve::Auto);
+        for (key, bad) in [
+            (MAX_PARTIAL_FRAME_BYTES_PER_CORE_KEY, "0"),
+            (MAX_OUTPUT_BYTES_PER_CORE_KEY, "64MiB"),
+            (FD_RESERVE_KEY, "-1"),
+        ] {
+            let e = t.apply_net_properties([(key, bad)]).unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+        }
+        let e = t
+            .apply_net_properties([("ringmq.net.fdreserve", "1")])
+            .unwrap_err();
+        assert!(e.to_string().contains(FD_RESERVE_KEY), "{e}");
     }
 
     #[test]

@@ -32,6 +32,9 @@ const SPIN_2MS: i32 = 107;
 
 const BIG_BODY_BYTES: usize = 64 * 1024;
 
+#[path = "server/hostile.rs"]
+mod hostile;
+
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())

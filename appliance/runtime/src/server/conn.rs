@@ -1,6 +1,7 @@
 //! One connection on its network core: the reader task (read, split frames, dispatch to
 //! the handler, back-pressure), the writer task (batched, vectored writes), the output
-//! queue, the table of deferred requests, and the `RequestContext` handed to handlers.
+//! queue, the table of deferred requests, the connection's share of its core's memory
+//! bounds (`CoreBudget`), and the `RequestContext` handed to handlers.
 //!
 //! Invariant that makes `shutdown(2)` on the raw fd safe: while `phase != Closed`, at
 //! least one of the two tasks is alive and holds a clone of the socket, so the fd is open.
@@ -21,7 +22,7 @@ use compio::BufResult;
 use ringmq_remoting::command::FLAG_RESPONSE;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode, SerializeType};
 
-use super::core_loop::{bump, CoreLocal};
+use super::core_loop::{bump, CoreBudget, CoreLocal};
 use super::file_range::{send_file_ranges, send_memory_before_range, BodyChunk, FileRange};
 use super::recv::{Received, SocketReceiver, MIN_READ_CHUNK_BYTES};
 use super::{response_for, Connection, Reply, Responder, Response, ServerTuning, OVERLOAD_REMARK};
@@ -37,6 +38,12 @@ const HEADER_RESERVE_BYTES: usize = 512;
 const WRITE_BUF_BYTES: usize = 4 * 1024;
 /// Chunks per vectored write (well under IOV_MAX = 1024).
 pub(crate) const MAX_IOVECS: usize = 64;
+/// A frame buffer that grew past this many read chunks (`ServerTuning::read_chunk_bytes`)
+/// for a large frame is replaced by a small one once that frame is consumed, so a burst of
+/// large frames does not leave every connection holding its peak buffer. While a frame is
+/// assembled its buffer is at least about a third full (it grows with the bytes received),
+/// so a buffer less than a quarter full holds no large frame in progress.
+const SHRINK_ABOVE_READ_CHUNKS: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -121,6 +128,9 @@ struct Output {
     segments: VecDeque<BodyChunk>,
     /// Bytes queued or being written, file ranges included (the back-pressure measure).
     queued_bytes: usize,
+    /// The part of `queued_bytes` held in memory (file ranges excluded): this connection's
+    /// share of the core's output bound.
+    memory_bytes: usize,
 }
 
 /// What the writer sends next.
@@ -134,9 +144,24 @@ enum Batch {
 }
 
 impl Output {
-    fn push_frame(&mut self, cmd: &RemotingCommand, extra_body: Vec<BodyChunk>) {
+    fn new() -> Self {
+        Self {
+            wbuf: BytesMut::with_capacity(WRITE_BUF_BYTES),
+            segments: VecDeque::new(),
+            queued_bytes: 0,
+            memory_bytes: 0,
+        }
+    }
+
+    /// Queues one frame; returns how many bytes of it are held in memory.
+    fn push_frame(&mut self, cmd: &RemotingCommand, extra_body: Vec<BodyChunk>) -> usize {
         let inline = extra_body.is_empty() && cmd.body.len() <= INLINE_BODY_MAX_BYTES;
         let body_len = cmd.body.len() + extra_body.iter().map(BodyChunk::len).sum::<usize>();
+        let file_bytes: usize = extra_body
+            .iter()
+            .filter(|c| matches!(c, BodyChunk::File(_)))
+            .map(BodyChunk::len)
+            .sum();
         self.wbuf
             .reserve(HEADER_RESERVE_BYTES + if inline { cmd.body.len() } else { 0 });
         let start = self.wbuf.len();
@@ -154,6 +179,9 @@ impl Output {
                 .extend(extra_body.into_iter().filter(|b| !b.is_empty()));
         }
         self.queued_bytes += header_bytes + body_len;
+        let memory = header_bytes + body_len - file_bytes;
+        self.memory_bytes += memory;
+        memory
     }
 
     /// The next batch in queue order: up to `max` consecutive memory chunks moved into
@@ -261,26 +289,71 @@ pub(crate) struct ConnLocal {
     tasks_left: Cell<u8>,
     read_paused: Cell<bool>,
     reader_done: Cell<bool>,
+    budget: Rc<CoreBudget>,
+    /// This connection's bytes are counted in `budget` (until it closes).
+    counted: Cell<bool>,
+    /// Frame-buffer bytes held for a frame not yet complete, as counted in `budget`.
+    partial_bytes: Cell<usize>,
 }
 
 impl ConnLocal {
-    pub(crate) fn new(handle: Connection, fd: RawFd, now: Instant) -> Self {
+    pub(crate) fn new(handle: Connection, fd: RawFd, now: Instant, budget: Rc<CoreBudget>) -> Self {
         Self {
             handle,
             fd,
             phase: Cell::new(Phase::Open),
             last_active: Cell::new(now),
-            out: RefCell::new(Output {
-                wbuf: BytesMut::with_capacity(WRITE_BUF_BYTES),
-                segments: VecDeque::new(),
-                queued_bytes: 0,
-            }),
+            out: RefCell::new(Output::new()),
             writer_signal: LocalSignal::default(),
             reader_signal: LocalSignal::default(),
             deferred: RefCell::new(Deferred::default()),
             tasks_left: Cell::new(2),
             read_paused: Cell::new(false),
             reader_done: Cell::new(false),
+            budget,
+            counted: Cell::new(true),
+            partial_bytes: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn partial_bytes(&self) -> usize {
+        self.partial_bytes.get()
+    }
+
+    /// Records the frame-buffer bytes now held for an unfinished frame (ignored once the
+    /// connection closed: its share already left the core's sum).
+    fn set_partial_bytes(&self, bytes: usize) {
+        if self.counted.get() {
+            self.budget
+                .move_partial(self.partial_bytes.replace(bytes), bytes);
+        }
+    }
+
+    /// Queued output bytes held in memory, as counted in the core's output bound.
+    pub(crate) fn counted_output_bytes(&self) -> usize {
+        if self.counted.get() {
+            self.out.borrow().memory_bytes
+        } else {
+            0
+        }
+    }
+
+    pub(crate) fn is_read_paused(&self) -> bool {
+        self.read_paused.get()
+    }
+
+    fn add_output(&self, memory_bytes: usize) {
+        if self.counted.get() {
+            self.budget.add_output(memory_bytes);
+        }
+    }
+
+    /// Removes this connection's share from the core's sums: its buffers are dropped when
+    /// its tasks end, a moment later.
+    fn release_budget(&self) {
+        if self.counted.replace(false) {
+            self.budget.move_partial(self.partial_bytes.replace(0), 0);
+            self.budget.sub_output(self.out.borrow().memory_bytes);
         }
     }
 
@@ -311,6 +384,7 @@ impl ConnLocal {
 
     fn mark_closed(&self) {
         self.phase.set(Phase::Closed);
+        self.release_budget();
         self.handle
             .inner
             .alive
@@ -357,12 +431,14 @@ impl ConnLocal {
         } = response;
         command.opaque = opaque;
         command.flag |= FLAG_RESPONSE;
-        self.out.borrow_mut().push_frame(&command, extra_body);
+        let memory = self.out.borrow_mut().push_frame(&command, extra_body);
+        self.add_output(memory);
     }
 
     /// Queues a server-initiated request.
     pub(crate) fn push_request(&self, command: &RemotingCommand) {
-        self.out.borrow_mut().push_frame(command, Vec::new());
+        let memory = self.out.borrow_mut().push_frame(command, Vec::new());
+        self.add_output(memory);
     }
 
     /// Answers every deferred request still pending with SYSTEM_ERROR; returns how many.
@@ -615,6 +691,10 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
     };
     let mut receiver = SocketReceiver::new(core.clone(), stream);
     let mut rbuf = BytesMut::with_capacity(MIN_READ_CHUNK_BYTES);
+    let shrink_above_bytes =
+        SHRINK_ABOVE_READ_CHUNKS * core.tuning.read_chunk_bytes.max(MIN_READ_CHUNK_BYTES);
+    // The frame buffer's size after the last receive (its peak since then).
+    let mut grown_bytes = rbuf.capacity();
     loop {
         // Serve every complete frame already buffered.
         loop {
@@ -631,6 +711,11 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
                 }
                 if !conn.read_paused.replace(true) {
                     bump(&core.shared.counters.read_pauses, 1);
+                }
+                // Many paused connections together may be over the core's bound.
+                core.enforce_output_bound();
+                if conn.phase() == Phase::Closed {
+                    return;
                 }
                 conn.wake_writer();
                 // Slow-reader rule: stop consuming. Bytes the multishot still delivers
@@ -659,17 +744,35 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
             }
         }
         conn.wake_writer();
+        core.enforce_output_bound();
         if conn.phase() != Phase::Open {
-            // Draining: the drain closes the connection once its answers are out.
+            // Draining: the drain closes the connection once its answers are out (or the
+            // output bound closed it).
             guard.close_on_exit.set(false);
             return;
+        }
+        if grown_bytes > shrink_above_bytes && rbuf.len() <= grown_bytes / 4 {
+            shrink_frame_buffer(&mut rbuf);
+            core.note_large_release();
         }
         let rest_of_frame = match core.decoder.peek_frame_bytes(&rbuf) {
             Ok(Some(frame_bytes)) => frame_bytes.saturating_sub(rbuf.len()),
             _ => 0,
         };
-        match receiver.receive(&mut rbuf, rest_of_frame).await {
-            Received::Bytes => conn.touch(core.now()),
+        receiver.reserve_ahead(&mut rbuf, rest_of_frame);
+        conn.set_partial_bytes(partial_frame_bytes(&rbuf));
+        core.enforce_partial_bound();
+        if conn.phase() == Phase::Closed {
+            return;
+        }
+        let received = receiver.receive(&mut rbuf, rest_of_frame).await;
+        grown_bytes = rbuf.capacity();
+        match received {
+            Received::Bytes => {
+                conn.touch(core.now());
+                conn.set_partial_bytes(partial_frame_bytes(&rbuf));
+                core.enforce_partial_bound();
+            }
             Received::Eof if conn.phase() == Phase::Draining => continue,
             Received::Eof => {
                 conn.close("peer closed the connection");
@@ -683,6 +786,24 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
             }
         }
     }
+}
+
+/// Memory a frame buffer holds for what it buffers (nothing when it buffers nothing: an
+/// idle connection's small empty buffer is not a partial frame).
+fn partial_frame_bytes(rbuf: &BytesMut) -> usize {
+    if rbuf.is_empty() {
+        0
+    } else {
+        rbuf.capacity()
+    }
+}
+
+/// Moves what `rbuf` holds into a fresh small buffer; the large one is freed once the
+/// frames split off it are dropped by their handlers.
+fn shrink_frame_buffer(rbuf: &mut BytesMut) {
+    let mut small = BytesMut::with_capacity(rbuf.len().max(MIN_READ_CHUNK_BYTES));
+    small.extend_from_slice(rbuf);
+    *rbuf = small;
 }
 
 /// Writes queued output in batches: one `send` for a run of small frames, one vectored
@@ -704,6 +825,7 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
             .out
             .borrow_mut()
             .take(&mut iov, &mut ranges, MAX_IOVECS);
+        let memory_batch = matches!(batch, Batch::Memory(_));
         let (result, taken) = match batch {
             Batch::Nothing => {
                 if conn.phase() == Phase::Closed {
@@ -747,6 +869,12 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
         {
             let mut out = conn.out.borrow_mut();
             out.queued_bytes -= taken;
+            if memory_batch {
+                out.memory_bytes -= taken;
+            }
+        }
+        if memory_batch && conn.counted.get() {
+            conn.budget.sub_output(taken);
         }
         if let Err(e) = result {
             if conn.phase() != Phase::Closed {
@@ -808,11 +936,7 @@ mod tests {
 
     #[test]
     fn output_keeps_frame_order_and_does_not_copy_large_bodies() {
-        let mut out = Output {
-            wbuf: BytesMut::with_capacity(64),
-            segments: VecDeque::new(),
-            queued_bytes: 0,
-        };
+        let mut out = Output::new();
         let mut small = RemotingCommand::request(1, 1).with_body(Bytes::from_static(b"tiny"));
         small.serialize_type = SerializeType::RocketMq;
         let big_body = Bytes::from(vec![7u8; INLINE_BODY_MAX_BYTES + 1]);
@@ -874,11 +998,7 @@ mod tests {
             std::sync::Arc::new(std::fs::File::open(&path).unwrap());
         std::fs::remove_file(&path).unwrap();
         let range = FileRange::new(file, 4_099, 90_000).unwrap();
-        let mut out = Output {
-            wbuf: BytesMut::with_capacity(64),
-            segments: VecDeque::new(),
-            queued_bytes: 0,
-        };
+        let mut out = Output::new();
         let mut cmd = RemotingCommand::request(1, 1).with_body(Bytes::from_static(b"head"));
         cmd.serialize_type = SerializeType::RocketMq;
         out.push_frame(

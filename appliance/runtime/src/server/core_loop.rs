@@ -1,8 +1,9 @@
 //! One network core: a pinned thread running its own compio runtime on io_uring, the
 //! loop that drives it (and counts stalls), its inbox of cross-thread messages, its
 //! provided buffer ring for multishot receives, the acceptor (the first core's round-robin
-//! hand-out, or one `SO_REUSEPORT` listener per core), the idle sweeper and the shutdown
-//! drain.
+//! hand-out, or one `SO_REUSEPORT` listener per core, with its back-off at the descriptor
+//! limit and its descriptor reserve), the per-core memory bounds (`CoreBudget`: bytes of
+//! partial frames and of queued output), the idle sweeper and the shutdown drain.
 //!
 //! Everything in `CoreLocal` is owned by the core thread (`Rc`/`Cell`, no locks);
 //! `CoreShared` is the part other threads may touch: the inbox, its eventfd notifier and
@@ -98,6 +99,13 @@ pub(crate) struct Counters {
     pub(crate) idle_closed: AtomicU64,
     pub(crate) recv_multishot_arms: AtomicU64,
     pub(crate) recv_buffers_exhausted: AtomicU64,
+    pub(crate) partial_frame_bytes: AtomicU64,
+    pub(crate) partial_frame_closes: AtomicU64,
+    pub(crate) output_bytes: AtomicU64,
+    pub(crate) output_bytes_peak: AtomicU64,
+    pub(crate) output_closes: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
+    pub(crate) accept_refused_fd_reserve: AtomicU64,
     /// Set once at start: whether this core's provided buffer ring is up.
     pub(crate) recv_multishot: AtomicBool,
 }
@@ -160,6 +168,13 @@ impl CoreShared {
             recv_multishot: c.recv_multishot.load(Ordering::Relaxed),
             recv_multishot_arms: c.recv_multishot_arms.load(Ordering::Relaxed),
             recv_buffers_exhausted: c.recv_buffers_exhausted.load(Ordering::Relaxed),
+            partial_frame_bytes: c.partial_frame_bytes.load(Ordering::Relaxed),
+            partial_frame_closes: c.partial_frame_closes.load(Ordering::Relaxed),
+            output_bytes: c.output_bytes.load(Ordering::Relaxed),
+            output_bytes_peak: c.output_bytes_peak.load(Ordering::Relaxed),
+            output_closes: c.output_closes.load(Ordering::Relaxed),
+            accept_errors: c.accept_errors.load(Ordering::Relaxed),
+            accept_refused_fd_reserve: c.accept_refused_fd_reserve.load(Ordering::Relaxed),
             loop_stats: self.meter.stats(),
         }
     }
@@ -187,6 +202,149 @@ impl Hasher for ConnIdHasher {
 
 pub(crate) type ConnMap = HashMap<u64, Rc<ConnLocal>, BuildHasherDefault<ConnIdHasher>>;
 
+/// Bytes one core holds for its open connections, checked against the per-core bounds
+/// (`ServerTuning::max_partial_frame_bytes_per_core`, `max_output_bytes_per_core`). Each
+/// connection adds and removes its own share (`ConnLocal`); a closed connection's share is
+/// removed at once, although its buffers go a moment later, when its tasks end.
+pub(crate) struct CoreBudget {
+    shared: Arc<CoreShared>,
+    partial_bytes: Cell<usize>,
+    output_bytes: Cell<usize>,
+}
+
+impl CoreBudget {
+    fn new(shared: Arc<CoreShared>) -> Self {
+        Self {
+            shared,
+            partial_bytes: Cell::new(0),
+            output_bytes: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn partial_bytes(&self) -> usize {
+        self.partial_bytes.get()
+    }
+
+    pub(crate) fn output_bytes(&self) -> usize {
+        self.output_bytes.get()
+    }
+
+    /// Replaces one connection's `old` partial-frame bytes with `new`.
+    pub(crate) fn move_partial(&self, old: usize, new: usize) {
+        let total = self.partial_bytes.get().saturating_sub(old) + new;
+        self.partial_bytes.set(total);
+        self.shared
+            .counters
+            .partial_frame_bytes
+            .store(total as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_output(&self, n: usize) {
+        let total = self.output_bytes.get() + n;
+        self.output_bytes.set(total);
+        let c = &self.shared.counters;
+        c.output_bytes.store(total as u64, Ordering::Relaxed);
+        if total as u64 > c.output_bytes_peak.load(Ordering::Relaxed) {
+            c.output_bytes_peak.store(total as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn sub_output(&self, n: usize) {
+        let total = self.output_bytes.get().saturating_sub(n);
+        self.output_bytes.set(total);
+        self.shared
+            .counters
+            .output_bytes
+            .store(total as u64, Ordering::Relaxed);
+    }
+}
+
+/// Lets a repeated warning through at most once per interval; the lines in between are
+/// counted and reported with the next one let through.
+pub(crate) struct LogLimiter {
+    interval: Duration,
+    last: Cell<Option<Instant>>,
+    suppressed: Cell<u64>,
+}
+
+impl LogLimiter {
+    pub(crate) const fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            last: Cell::new(None),
+            suppressed: Cell::new(0),
+        }
+    }
+
+    /// `Some(lines suppressed since the last one)` when this line may be logged.
+    pub(crate) fn allow(&self, now: Instant) -> Option<u64> {
+        match self.last.get() {
+            Some(last) if now.saturating_duration_since(last) < self.interval => {
+                self.suppressed.set(self.suppressed.get() + 1);
+                None
+            }
+            _ => {
+                self.last.set(Some(now));
+                Some(self.suppressed.replace(0))
+            }
+        }
+    }
+}
+
+/// How often a core asks the allocator to return freed memory while it has some to return.
+const ALLOCATOR_COLLECT_TICK: Duration = Duration::from_millis(500);
+/// Ticks a core keeps asking after it freed large buffers: mimalloc returns a freed range
+/// to the OS only after its purge delay (1 s by default), and only when some thread calls
+/// into it, so an idle core would otherwise keep a burst's memory for good.
+const ALLOCATOR_COLLECT_TICKS: u8 = 5;
+
+/// Lets mimalloc (the binary's global allocator) purge ranges freed on this thread whose
+/// purge delay has passed. Harmless when another allocator is in use: mimalloc then has
+/// nothing to purge.
+fn return_freed_memory() {
+    extern "C" {
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: mi_collect takes no pointers, may run on any thread at any time, and only
+    // touches the allocator's own state.
+    unsafe { mi_collect(false) }
+}
+
+/// How often each kind of per-core bound or descriptor warning may be logged.
+const WARN_INTERVAL: Duration = Duration::from_secs(10);
+/// First pause after a failed accept; doubled after each further failure up to
+/// [`ACCEPT_BACKOFF_MAX`], reset by the next successful accept. At the descriptor limit an
+/// accept fails at once, and retrying it without a pause spins the core.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The next pause after a failed accept.
+fn next_accept_backoff(previous: Option<Duration>) -> Duration {
+    previous.map_or(ACCEPT_BACKOFF_MIN, |d| (d * 2).min(ACCEPT_BACKOFF_MAX))
+}
+
+/// Whether an accepted descriptor leaves fewer than `reserve` descriptors below the soft
+/// `RLIMIT_NOFILE`. Linux hands out the lowest free descriptor, so descriptor `fd` means
+/// `0..fd` are all open: at most `limit - fd - 1` are left, which needs no scan of
+/// `/proc/self/fd` on every accept.
+pub(crate) fn within_fd_reserve(fd: RawFd, limit: Option<u64>, reserve: u64) -> bool {
+    let (Some(limit), Ok(fd)) = (limit, u64::try_from(fd)) else {
+        return false;
+    };
+    reserve > 0 && limit.saturating_sub(fd + 1) < reserve
+}
+
+/// The soft `RLIMIT_NOFILE`; `None` when unlimited or unreadable.
+fn nofile_soft_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass; the result is checked.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
+}
+
 /// The core-owned state.
 pub(crate) struct CoreLocal {
     pub(crate) shared: Arc<CoreShared>,
@@ -210,6 +368,11 @@ pub(crate) struct CoreLocal {
     pub(crate) draining: Cell<bool>,
     listener_fd: Cell<Option<RawFd>>,
     done: Cell<bool>,
+    pub(crate) budget: Rc<CoreBudget>,
+    partial_warn: LogLimiter,
+    output_warn: LogLimiter,
+    /// Allocator collects still due after large buffers were freed (`allocator_sweeper`).
+    collects_due: Cell<u8>,
 }
 
 impl CoreLocal {
@@ -233,8 +396,93 @@ impl CoreLocal {
             .store(self.in_flight.get() as u64, Ordering::Relaxed);
     }
 
+    /// Closes connections while the core's partial-frame bytes are over their bound: the
+    /// one holding the most first (ties: the oldest). A frame buffer only grows with bytes
+    /// that arrived, so the victims are the clients that sent the most without finishing
+    /// a frame.
+    pub(crate) fn enforce_partial_bound(&self) {
+        let bound = self.tuning.max_partial_frame_bytes_per_core;
+        while self.budget.partial_bytes() > bound {
+            let victim = self
+                .conns
+                .borrow()
+                .values()
+                .filter(|c| c.partial_bytes() > 0)
+                .max_by_key(|c| (c.partial_bytes(), std::cmp::Reverse(c.handle.inner.id)))
+                .cloned();
+            let Some(victim) = victim else { break };
+            bump(&self.shared.counters.partial_frame_closes, 1);
+            if let Some(suppressed) = self.partial_warn.allow(Instant::now()) {
+                tracing::warn!(
+                    core = self.shared.index,
+                    conn = victim.handle.inner.id,
+                    peer = %victim.handle.inner.peer,
+                    held_bytes = victim.partial_bytes(),
+                    core_bytes = self.budget.partial_bytes(),
+                    bound_bytes = bound,
+                    suppressed,
+                    "closing the connection holding the most bytes of unfinished frames: \
+                     this core is over ringmq.net.maxPartialFrameBytesPerCore"
+                );
+            }
+            victim.close("partial frames over the core's bound");
+        }
+    }
+
+    /// Closes connections while the core's queued output is over its bound: the one with
+    /// the most output first, preferring connections whose reading is already paused
+    /// (their client does not keep up).
+    pub(crate) fn enforce_output_bound(&self) {
+        let bound = self.tuning.max_output_bytes_per_core;
+        while self.budget.output_bytes() > bound {
+            let victim = self
+                .conns
+                .borrow()
+                .values()
+                .filter(|c| c.counted_output_bytes() > 0)
+                .max_by_key(|c| (c.is_read_paused(), c.counted_output_bytes()))
+                .cloned();
+            let Some(victim) = victim else { break };
+            bump(&self.shared.counters.output_closes, 1);
+            if let Some(suppressed) = self.output_warn.allow(Instant::now()) {
+                tracing::warn!(
+                    core = self.shared.index,
+                    conn = victim.handle.inner.id,
+                    peer = %victim.handle.inner.peer,
+                    held_bytes = victim.counted_output_bytes(),
+                    core_bytes = self.budget.output_bytes(),
+                    bound_bytes = bound,
+                    suppressed,
+                    "closing the connection with the most unsent output: this core is over \
+                     ringmq.net.maxOutputBytesPerCore"
+                );
+            }
+            victim.close("output over the core's bound");
+        }
+    }
+
+    /// A connection freed (or is about to free) a large buffer: ask the allocator to give
+    /// memory back for the next few ticks.
+    pub(crate) fn note_large_release(&self) {
+        self.collects_due.set(ALLOCATOR_COLLECT_TICKS);
+    }
+
+    /// Returns freed memory to the OS after bursts (see [`ALLOCATOR_COLLECT_TICKS`]).
+    async fn allocator_sweeper(self: Rc<Self>) {
+        while !self.done.get() {
+            compio::time::sleep(ALLOCATOR_COLLECT_TICK).await;
+            let due = self.collects_due.get();
+            if due > 0 {
+                self.collects_due.set(due - 1);
+                return_freed_memory();
+            }
+        }
+    }
+
     /// Called when both tasks of a connection ended.
     pub(crate) fn forget(&self, conn: &ConnLocal) {
+        // Its buffers go now; a crowd of closing connections may have held a lot.
+        self.note_large_release();
         if self
             .conns
             .borrow_mut()
@@ -335,6 +583,7 @@ impl CoreLocal {
                 }
             }
         }
+        self.enforce_output_bound();
     }
 
     /// Delivers a deferred answer to its connection, if the request is still pending.
@@ -401,7 +650,12 @@ impl CoreLocal {
                 core: self.shared.clone(),
             }),
         };
-        let conn = Rc::new(ConnLocal::new(handle, stream.as_raw_fd(), self.now()));
+        let conn = Rc::new(ConnLocal::new(
+            handle,
+            stream.as_raw_fd(),
+            self.now(),
+            self.budget.clone(),
+        ));
         self.conns.borrow_mut().insert(id, conn.clone());
         bump(&self.shared.counters.connections, 1);
         tracing::debug!(core = self.shared.index, conn = id, %peer, "connection accepted");
@@ -411,50 +665,97 @@ impl CoreLocal {
     }
 
     /// Accepts connections: as the single acceptor, handing them round-robin to every
-    /// core; with a `SO_REUSEPORT` listener per core, keeping them on this core.
+    /// core; with a `SO_REUSEPORT` listener per core, keeping them on this core. A failed
+    /// accept (EMFILE at the descriptor limit, ...) pauses accepting for a growing delay
+    /// and is logged at most once per [`WARN_INTERVAL`]; a connection that would eat into
+    /// the descriptor reserve is closed at once.
     async fn accept_loop(self: Rc<Self>, listener: compio::net::TcpListener) {
         let hand_out = self.tuning.listen_mode == ListenMode::Acceptor;
         let mut next = 0usize;
+        let mut backoff: Option<Duration> = None;
+        let accept_warn = LogLimiter::new(WARN_INTERVAL);
+        let reserve_warn = LogLimiter::new(WARN_INTERVAL);
         loop {
             let accepted = listener.accept().await;
             if self.draining.get() {
                 break;
             }
-            match accepted {
-                Ok((stream, _peer)) => {
-                    let target = if hand_out {
-                        next % self.peers.len()
-                    } else {
-                        self.shared.index
-                    };
-                    next = next.wrapping_add(1);
-                    if target == self.shared.index {
-                        self.adopt(stream);
-                        continue;
-                    }
-                    // The io_uring-accepted socket belongs to this runtime's handle; give
-                    // the target core its own descriptor for the same socket.
-                    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we hold open; result checked.
-                    let dup = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-                    drop(stream);
-                    if dup < 0 {
-                        tracing::warn!(
-                            "cannot hand an accepted connection over: {}",
-                            io::Error::last_os_error()
-                        );
-                        continue;
-                    }
-                    // SAFETY: `dup` is a fresh descriptor we own.
-                    let std_stream = unsafe { std::net::TcpStream::from_raw_fd(dup) };
-                    self.peers[target].post(CoreMsg::Adopt(std_stream));
-                }
+            let stream = match accepted {
+                Ok((stream, _peer)) => stream,
                 Err(e) => {
-                    // EMFILE/ENFILE and friends: back off instead of spinning on accept.
-                    tracing::warn!(core = self.shared.index, "accept failed: {e}");
-                    compio::time::sleep(Duration::from_millis(20)).await;
+                    let pause = next_accept_backoff(backoff);
+                    backoff = Some(pause);
+                    bump(&self.shared.counters.accept_errors, 1);
+                    if let Some(suppressed) = accept_warn.allow(Instant::now()) {
+                        tracing::warn!(
+                            core = self.shared.index,
+                            suppressed,
+                            pause_ms = pause.as_millis() as u64,
+                            "accept failed: {e}; pausing accepts (the pause grows up to {} ms \
+                             while accepts keep failing)",
+                            ACCEPT_BACKOFF_MAX.as_millis()
+                        );
+                    }
+                    compio::time::sleep(pause).await;
+                    continue;
                 }
+            };
+            backoff = None;
+            if self.refuse_for_fd_reserve(&stream, &reserve_warn) {
+                continue; // dropping the stream closes it
             }
+            let target = if hand_out {
+                next % self.peers.len()
+            } else {
+                self.shared.index
+            };
+            next = next.wrapping_add(1);
+            if target == self.shared.index {
+                self.adopt(stream);
+                continue;
+            }
+            // The io_uring-accepted socket belongs to this runtime's handle; give the
+            // target core its own descriptor for the same socket.
+            // SAFETY: F_DUPFD_CLOEXEC on a descriptor we hold open; result checked.
+            let dup = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+            drop(stream);
+            if dup < 0 {
+                tracing::warn!(
+                    "cannot hand an accepted connection over: {}",
+                    io::Error::last_os_error()
+                );
+                continue;
+            }
+            // SAFETY: `dup` is a fresh descriptor we own.
+            let std_stream = unsafe { std::net::TcpStream::from_raw_fd(dup) };
+            self.peers[target].post(CoreMsg::Adopt(std_stream));
         }
+    }
+
+    /// True (counted, logged at most once per [`WARN_INTERVAL`]) when `stream` leaves
+    /// fewer descriptors than `ServerTuning::fd_reserve` free: the caller closes it, so the
+    /// store can still open its files.
+    fn refuse_for_fd_reserve(&self, stream: &compio::net::TcpStream, warn: &LogLimiter) -> bool {
+        let limit = nofile_soft_limit();
+        let reserve = limit.map_or(0, |l| self.tuning.fd_reserve.for_limit(l));
+        let fd = stream.as_raw_fd();
+        if !within_fd_reserve(fd, limit, reserve) {
+            return false;
+        }
+        bump(&self.shared.counters.accept_refused_fd_reserve, 1);
+        if let Some(suppressed) = warn.allow(Instant::now()) {
+            tracing::warn!(
+                core = self.shared.index,
+                peer = ?stream.peer_addr().ok(),
+                descriptor = fd,
+                limit = limit.unwrap_or(0),
+                reserve,
+                suppressed,
+                "refusing a connection: descriptors are running out (RLIMIT_NOFILE); \
+                 ringmq.net.fdReserve of them are kept for the store's files"
+            );
+        }
+        true
     }
 
     /// Keeps an io_uring read armed on the inbox eventfd so other threads can wake the
@@ -904,6 +1205,10 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
         draining: Cell::new(false),
         listener_fd: Cell::new(None),
         done: Cell::new(false),
+        budget: Rc::new(CoreBudget::new(setup.shared.clone())),
+        partial_warn: LogLimiter::new(WARN_INTERVAL),
+        output_warn: LogLimiter::new(WARN_INTERVAL),
+        collects_due: Cell::new(0),
     });
     CURRENT_CORE.with(|c| c.set(Arc::as_ptr(&core.shared) as usize));
     rt.enter(|| {
@@ -922,6 +1227,7 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
             }
         }
         compio::runtime::spawn(core.clone().inbox_waker()).detach();
+        compio::runtime::spawn(core.clone().allocator_sweeper()).detach();
         if let Some(idle) = core.idle_timeout {
             compio::runtime::spawn(core.clone().idle_sweeper(idle)).detach();
         }
@@ -955,5 +1261,51 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
         } else {
             rt.poll();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_reserve_is_judged_from_the_lowest_free_descriptor() {
+        // Limit 256, reserve 64: descriptor 191 leaves 64 free, 192 leaves 63.
+        assert!(!within_fd_reserve(191, Some(256), 64));
+        assert!(within_fd_reserve(192, Some(256), 64));
+        assert!(
+            !within_fd_reserve(255, Some(256), 0),
+            "reserve 0 turns the check off"
+        );
+        assert!(
+            !within_fd_reserve(10_000, None, 64),
+            "no limit, nothing to keep"
+        );
+        assert_eq!(crate::server::FdReserve::Auto.for_limit(1024), 102);
+        assert_eq!(crate::server::FdReserve::Auto.for_limit(256), 64);
+        assert_eq!(crate::server::FdReserve::Count(7).for_limit(1024), 7);
+    }
+
+    #[test]
+    fn accept_backoff_doubles_up_to_its_cap() {
+        let mut d = None;
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let next = next_accept_backoff(d);
+            seen.push(next.as_millis() as u64);
+            d = Some(next);
+        }
+        assert_eq!(seen, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+    }
+
+    #[test]
+    fn log_limiter_lets_one_line_through_per_interval_and_counts_the_rest() {
+        let limiter = LogLimiter::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(limiter.allow(t0), Some(0));
+        for i in 1..=5 {
+            assert_eq!(limiter.allow(t0 + Duration::from_millis(i)), None);
+        }
+        assert_eq!(limiter.allow(t0 + Duration::from_secs(10)), Some(5));
     }
 }

@@ -6,7 +6,12 @@
 //!   its connections), the bytes are copied behind the partial frame and the buffer goes
 //!   back to the ring at once;
 //! - **single**: one plain read at a time straight into the frame buffer, offering an
-//!   adaptive chunk (4 KiB up to `read_chunk_bytes`) or the rest of a frame of known length.
+//!   adaptive chunk (4 KiB up to `read_chunk_bytes`) or more of a frame of known length.
+//!
+//! The frame buffer grows with the bytes that arrived, never with the length a frame's
+//! prefix announces: a frame's remainder is offered at most as large as what is already
+//! buffered (see [`SocketReceiver::grow_bytes`]), so the buffer at most doubles per read and
+//! a client announcing 16 MiB and sending 72 bytes holds a few KiB.
 //!
 //! Multishot falls back to plain reads where they are better or the only safe choice:
 //! - the rest of a frame is known and large (more than a [`PLAIN_READ_RING_SHARE`]th of
@@ -221,7 +226,8 @@ impl SocketReceiver {
             match armed.next().await {
                 Shot::Data(buf) => {
                     self.adapt_chunk(buf.len(), self.core.tuning.recv_buffer_bytes);
-                    append(rbuf, &buf, rest_of_frame.max(self.chunk));
+                    let grow = self.grow_bytes(rbuf.len(), rest_of_frame);
+                    append(rbuf, &buf, grow);
                     return Received::Bytes;
                 }
                 Shot::Eof => {
@@ -299,10 +305,18 @@ impl SocketReceiver {
         })
     }
 
-    /// One plain read into `rbuf`, offering at least the adaptive chunk or the rest of the
-    /// frame.
+    /// Makes room now for the next receive if it will be a plain read (which takes its
+    /// space before it waits), so the caller counts the buffer at its size while waiting.
+    pub(crate) fn reserve_ahead(&self, rbuf: &mut BytesMut, rest_of_frame: usize) {
+        if !self.multishot || self.plain_next || rest_of_frame > self.plain_read_rest_bytes {
+            rbuf.reserve(self.grow_bytes(rbuf.len(), rest_of_frame));
+        }
+    }
+
+    /// One plain read into `rbuf`, offering at least the adaptive chunk, more for a large
+    /// frame (see [`Self::grow_bytes`]).
     async fn read_plain(&mut self, rbuf: &mut BytesMut, rest_of_frame: usize) -> Received {
-        rbuf.reserve(rest_of_frame.max(self.chunk));
+        rbuf.reserve(self.grow_bytes(rbuf.len(), rest_of_frame));
         let offered = rbuf.capacity() - rbuf.len();
         // `uninit()` makes the read append after the buffered partial frame (a plain
         // BytesMut read would fill from offset 0).
@@ -320,6 +334,15 @@ impl SocketReceiver {
 }
 
 impl SocketReceiver {
+    /// Free space to offer the next receive: the adaptive chunk, or for a frame with
+    /// `rest_of_frame` bytes still missing, as much of that rest as is already buffered.
+    /// The buffer then grows geometrically with the bytes that actually arrive (few
+    /// reallocations for a large frame) and never holds much more than twice what the
+    /// client sent: a prefix announcing a large frame reserves nothing by itself.
+    fn grow_bytes(&self, buffered: usize, rest_of_frame: usize) -> usize {
+        rest_of_frame.min(buffered).max(self.chunk)
+    }
+
     /// Adapts the space reserved ahead in the frame buffer to the traffic, as Netty's
     /// adaptive allocator does: double while receives fill what they were offered, halve
     /// when they bring little. A busy connection then grows its buffer in few large steps;
