@@ -25,31 +25,50 @@ pub enum SerializeType {
 /// Every key and value lives in one text buffer addressed by spans, so decoding a
 /// SEND_MESSAGE_V2 header (11-14 fields) costs two allocations instead of one `String` per
 /// key and per value (that was most of a send's header cost on both the broker and the
-/// client). A small vector beats a hash map here: requests carry at most ~20 keys and are
-/// read a few times each. Later duplicates overwrite earlier ones, as Java's map would.
+/// client). Requests carry at most ~20 keys and are read a few times each, so a small map
+/// is a vector scanned behind a Bloom filter; past [`EXT_FIELDS_INDEX_MIN_ENTRIES`]
+/// entries a keyed hash index takes over, so a hostile frame with a million keys decodes
+/// in time linear in its size (the frame bound, 16 MiB, then bounds the work) instead of
+/// quadratic. Later duplicates overwrite earlier ones, as Java's map would.
 #[derive(Clone, Default)]
 pub struct ExtFields {
     /// Keys and values back to back; spans point into it.
     text: String,
+    /// Entries in insertion order; removed ones stay as tombstones until the next
+    /// compaction, so removing never shifts the vector or invalidates the index.
     spans: Vec<Span>,
+    /// Live (not removed) entries.
+    live: usize,
     /// Bytes of `text` no span refers to any more (replaced or removed entries); the
     /// buffer is compacted once they outweigh the live bytes.
     dead: usize,
     /// One bit per key hash (a 64-bit Bloom filter): a key whose bit is clear is absent
-    /// without scanning, which is every insert while a header is being decoded.
+    /// without scanning, which is every insert while a small header is being decoded.
     bloom: u64,
+    /// Key → span lookup, present once the map has grown past the scan's sweet spot.
+    index: Option<Box<KeyIndex>>,
 }
 
 /// Where one entry's key and value sit in `ExtFields::text`.
 #[derive(Debug, Clone, Copy)]
 struct Span {
     key: usize,
+    /// [`REMOVED_KEY_LEN`] marks a removed entry: no key has that length, so lookups
+    /// skip it without a separate check.
     key_len: usize,
     /// The key's first 8 bytes (zero-padded): lookups compare this word before the text,
     /// so the one-letter keys of SEND_MESSAGE_V2 never reach a `memcmp`.
     key_head: u64,
     value: usize,
     value_len: usize,
+}
+
+const REMOVED_KEY_LEN: usize = usize::MAX;
+
+impl Span {
+    fn is_removed(&self) -> bool {
+        self.key_len == REMOVED_KEY_LEN
+    }
 }
 
 fn key_head(key: &str) -> u64 {
@@ -70,6 +89,87 @@ fn bloom_bit(head: u64, len: usize) -> u64 {
 /// Dead bytes tolerated before a compaction is considered (keeps the rare replace cheap).
 const EXT_FIELDS_COMPACT_MIN_DEAD: usize = 256;
 
+/// Removed entries tolerated before a compaction is considered.
+const EXT_FIELDS_COMPACT_MIN_REMOVED: usize = 32;
+
+/// Entries up to which lookups scan the vector (no index allocation): every request a
+/// real client sends stays below it.
+pub const EXT_FIELDS_INDEX_MIN_ENTRIES: usize = 32;
+
+/// Open-addressing hash table from key to span position (linear probing).
+///
+/// The hash is std's per-map randomly keyed SipHash: a client cannot choose keys that
+/// collide, so probe sequences stay short whatever arrives on the wire.
+#[derive(Clone)]
+struct KeyIndex {
+    hasher: std::collections::hash_map::RandomState,
+    /// Span position + 1 per slot, 0 = empty. A power of two long and at most half full
+    /// (counting every span ever inserted since the last rebuild), so probes terminate.
+    slots: Vec<u32>,
+}
+
+impl KeyIndex {
+    /// An index over the live entries of `spans`, with room to grow to twice their count.
+    fn build(text: &str, spans: &[Span]) -> Self {
+        let capacity = (spans.len().max(EXT_FIELDS_INDEX_MIN_ENTRIES) * 3).next_power_of_two();
+        let mut index = Self {
+            hasher: std::collections::hash_map::RandomState::new(),
+            slots: vec![0; capacity],
+        };
+        for (at, span) in spans.iter().enumerate() {
+            if !span.is_removed() {
+                index.insert(&text[span.key..span.key + span.key_len], at);
+            }
+        }
+        index
+    }
+
+    fn first_slot(&self, key: &str) -> usize {
+        use std::hash::BuildHasher;
+        (self.hasher.hash_one(key.as_bytes()) as usize) & (self.slots.len() - 1)
+    }
+
+    /// Whether one more span keeps the table at most half full.
+    fn has_room_for(&self, spans: usize) -> bool {
+        spans * 2 <= self.slots.len()
+    }
+
+    fn insert(&mut self, key: &str, at: usize) {
+        let mask = self.slots.len() - 1;
+        let mut slot = self.first_slot(key);
+        while self.slots[slot] != 0 {
+            slot = (slot + 1) & mask;
+        }
+        // Positions fit: a map past u32::MAX entries would need a 4 GiB frame at least.
+        self.slots[slot] = u32::try_from(at + 1).expect("extFields entry count fits in u32");
+    }
+
+    fn find(&self, fields: &ExtFields, key: &str, head: u64) -> Option<usize> {
+        let mask = self.slots.len() - 1;
+        let mut slot = self.first_slot(key);
+        loop {
+            let at = (self.slots[slot] as usize).checked_sub(1)?;
+            if fields.matches(&fields.spans[at], key, head) {
+                return Some(at);
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Key comparisons made by this thread's maps: lets tests bound the cost of decoding
+    /// deterministically instead of by wall time.
+    static KEY_COMPARISONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Key comparisons made on this thread so far (tests only).
+#[cfg(test)]
+pub(crate) fn key_comparisons() -> u64 {
+    KEY_COMPARISONS.with(|c| c.get())
+}
+
 impl ExtFields {
     pub fn new() -> Self {
         Self::default()
@@ -85,8 +185,7 @@ impl ExtFields {
         Self {
             text: String::with_capacity(text_bytes),
             spans: Vec::with_capacity(entries),
-            dead: 0,
-            bloom: 0,
+            ..Self::default()
         }
     }
 
@@ -99,6 +198,8 @@ impl ExtFields {
     }
 
     fn matches(&self, span: &Span, key: &str, head: u64) -> bool {
+        #[cfg(test)]
+        KEY_COMPARISONS.with(|c| c.set(c.get() + 1));
         span.key_len == key.len()
             && span.key_head == head
             && (key.len() <= 8 || self.key_of(span) == key)
@@ -109,18 +210,14 @@ impl ExtFields {
         if self.bloom & bloom_bit(head, key.len()) == 0 {
             return None;
         }
-        self.spans.iter().position(|s| self.matches(s, key, head))
+        match &self.index {
+            Some(index) => index.find(self, key, head),
+            None => self.spans.iter().position(|s| self.matches(s, key, head)),
+        }
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        let head = key_head(key);
-        if self.bloom & bloom_bit(head, key.len()) == 0 {
-            return None;
-        }
-        self.spans
-            .iter()
-            .find(|s| self.matches(s, key, head))
-            .map(|s| self.value_of(s))
+        self.position(key).map(|at| self.value_of(&self.spans[at]))
     }
 
     /// Sets `key` to `value`, replacing an existing value.
@@ -144,41 +241,68 @@ impl ExtFields {
                 self.dead += old;
                 self.maybe_compact();
             }
-            None => {
-                let key_at = self.text.len();
-                self.text.push_str(key);
-                let value_at = self.text.len();
-                self.text.push_str(value);
-                let head = key_head(key);
-                self.bloom |= bloom_bit(head, key.len());
-                self.spans.push(Span {
-                    key: key_at,
-                    key_len: key.len(),
-                    key_head: head,
-                    value: value_at,
-                    value_len: value.len(),
-                });
-            }
+            None => self.push_new(key, value),
         }
+    }
+
+    /// Appends an entry for a key known to be absent.
+    fn push_new(&mut self, key: &str, value: &str) {
+        let key_at = self.text.len();
+        self.text.push_str(key);
+        let value_at = self.text.len();
+        self.text.push_str(value);
+        let head = key_head(key);
+        self.bloom |= bloom_bit(head, key.len());
+        self.spans.push(Span {
+            key: key_at,
+            key_len: key.len(),
+            key_head: head,
+            value: value_at,
+            value_len: value.len(),
+        });
+        self.live += 1;
+        let at = self.spans.len() - 1;
+        match &mut self.index {
+            Some(index) if index.has_room_for(self.spans.len()) => index.insert(key, at),
+            Some(_) => self.rebuild_index(),
+            None if self.spans.len() > EXT_FIELDS_INDEX_MIN_ENTRIES => self.rebuild_index(),
+            None => {}
+        }
+    }
+
+    fn rebuild_index(&mut self) {
+        self.index = (self.spans.len() > EXT_FIELDS_INDEX_MIN_ENTRIES)
+            .then(|| Box::new(KeyIndex::build(&self.text, &self.spans)));
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
         let index = self.position(key)?;
-        let span = self.spans.remove(index);
+        let span = self.spans[index];
         let value = self.value_of(&span).to_owned();
+        // A tombstone, not `Vec::remove`: shifting the tail would make a run of removals
+        // quadratic and invalidate every indexed position behind it.
+        self.spans[index].key_len = REMOVED_KEY_LEN;
+        self.live -= 1;
         self.dead += span.key_len + span.value_len;
         self.maybe_compact();
         Some(value)
     }
 
-    /// Rewrites `text` without dead bytes once they dominate, so a map that is edited in
-    /// a loop stays bounded by its live contents.
+    /// Rewrites `text` and `spans` without dead bytes and tombstones once they dominate,
+    /// so a map that is edited in a loop stays bounded by its live contents; each rewrite
+    /// costs at most twice the garbage it drops, so edits stay amortized O(1).
     fn maybe_compact(&mut self) {
-        if self.dead < EXT_FIELDS_COMPACT_MIN_DEAD || self.dead * 2 < self.text.len() {
+        let removed = self.spans.len() - self.live;
+        let bytes_dominate =
+            self.dead >= EXT_FIELDS_COMPACT_MIN_DEAD && self.dead * 2 >= self.text.len();
+        let tombstones_dominate =
+            removed >= EXT_FIELDS_COMPACT_MIN_REMOVED && removed * 2 >= self.spans.len();
+        if !bytes_dominate && !tombstones_dominate {
             return;
         }
         let mut text = String::with_capacity(self.text.len() - self.dead);
         self.bloom = 0;
+        self.spans.retain(|span| !span.is_removed());
         for span in &mut self.spans {
             self.bloom |= bloom_bit(span.key_head, span.key_len);
             let key_at = text.len();
@@ -190,14 +314,15 @@ impl ExtFields {
         }
         self.text = text;
         self.dead = 0;
+        self.rebuild_index();
     }
 
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.live == 0
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -209,6 +334,7 @@ impl ExtFields {
         ExtFieldsIter {
             text: &self.text,
             spans: self.spans.iter(),
+            remaining: self.live,
         }
     }
 }
@@ -218,10 +344,13 @@ impl ExtFields {
 pub struct ExtFieldsIter<'a> {
     text: &'a str,
     spans: std::slice::Iter<'a, Span>,
+    /// Live entries not yet yielded (the span slice also holds tombstones).
+    remaining: usize,
 }
 
 impl<'a> ExtFieldsIter<'a> {
-    fn entry(&self, s: &Span) -> (&'a str, &'a str) {
+    fn entry(&mut self, s: &Span) -> (&'a str, &'a str) {
+        self.remaining -= 1;
         (
             &self.text[s.key..s.key + s.key_len],
             &self.text[s.value..s.value + s.value_len],
@@ -233,18 +362,18 @@ impl<'a> Iterator for ExtFieldsIter<'a> {
     type Item = (&'a str, &'a str);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let s = self.spans.next()?;
+        let s = self.spans.find(|s| !s.is_removed())?;
         Some(self.entry(s))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.spans.size_hint()
+        (self.remaining, Some(self.remaining))
     }
 }
 
 impl DoubleEndedIterator for ExtFieldsIter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let s = self.spans.next_back()?;
+        let s = self.spans.rfind(|s| !s.is_removed())?;
         Some(self.entry(s))
     }
 }
@@ -511,6 +640,126 @@ mod ext_fields_tests {
         );
         assert_eq!(f.get("key-with-a-long-common-prefix-7"), None);
         assert_eq!(f.get("key-with-a-long-common-prefix-8"), Some("8"));
+    }
+
+    /// A JSON header whose extFields hold `keys` distinct keys, then `nulls` of them
+    /// removed again by `null` values in insertion order.
+    fn json_header_with_keys(keys: usize, nulls: usize) -> Vec<u8> {
+        let mut text = String::from(r#"{"code":310,"extFields":{"#);
+        for i in 0..keys {
+            text.push_str(&format!(r#""key-{i}":"v","#));
+        }
+        for i in 0..nulls {
+            text.push_str(&format!(r#""key-{i}":null,"#));
+        }
+        text.push_str(r#""last":"v"},"flag":0,"language":"JAVA","opaque":1,"version":0}"#);
+        text.into_bytes()
+    }
+
+    /// A ROCKETMQ binary header whose extFields block holds `keys` distinct keys.
+    fn binary_header_with_keys(keys: usize) -> Vec<u8> {
+        let mut block = Vec::new();
+        for i in 0..keys {
+            let key = format!("key-{i}");
+            block.extend_from_slice(&(key.len() as i16).to_be_bytes());
+            block.extend_from_slice(key.as_bytes());
+            block.extend_from_slice(&1i32.to_be_bytes());
+            block.push(b'v');
+        }
+        let mut header = Vec::new();
+        header.extend_from_slice(&310i16.to_be_bytes());
+        header.push(0); // language JAVA
+        header.extend_from_slice(&0i16.to_be_bytes()); // version
+        header.extend_from_slice(&1i32.to_be_bytes()); // opaque
+        header.extend_from_slice(&0i32.to_be_bytes()); // flag
+        header.extend_from_slice(&0i32.to_be_bytes()); // remark length
+        header.extend_from_slice(&(block.len() as i32).to_be_bytes());
+        header.extend_from_slice(&block);
+        header
+    }
+
+    type HeaderMaker = fn(usize) -> Vec<u8>;
+    type HeaderReader = fn(&[u8]) -> Result<super::RemotingCommand, super::HeaderDecodeError>;
+
+    /// Key comparisons one decode of `header` costs on this thread.
+    fn comparisons_to_decode(header: &[u8], read: HeaderReader) -> (u64, usize) {
+        let before = super::key_comparisons();
+        let command = read(header).expect("header decodes");
+        (super::key_comparisons() - before, command.ext_fields.len())
+    }
+
+    #[test]
+    fn decoding_costs_a_bounded_number_of_comparisons_per_key() {
+        use super::{binary_header, json_header};
+        const N: usize = 2_000;
+        let cases: [(&str, HeaderMaker, HeaderReader); 3] = [
+            ("json", |n| json_header_with_keys(n, 0), json_header::read),
+            (
+                "json with nulls",
+                |n| json_header_with_keys(n, n),
+                json_header::read,
+            ),
+            ("binary", binary_header_with_keys, binary_header::read),
+        ];
+        for (name, make, read) in cases {
+            let (small, small_len) = comparisons_to_decode(&make(N), read);
+            let (large, large_len) = comparisons_to_decode(&make(4 * N), read);
+            assert!(
+                small_len >= 1 && large_len >= small_len,
+                "{name}: keys decoded"
+            );
+            // Linear decoding makes 4x the keys cost ~4x the comparisons; a quadratic
+            // scan costs ~16x. Per key, an indexed lookup compares against one or two
+            // entries.
+            assert!(
+                large <= 6 * small.max(1),
+                "{name}: {N} keys cost {small} comparisons, {} keys {large}",
+                4 * N
+            );
+            assert!(
+                large <= 8 * 2 * (4 * N) as u64,
+                "{name}: {large} comparisons for {} keys is more than a few per key",
+                4 * N
+            );
+        }
+    }
+
+    #[test]
+    fn tombstones_keep_order_length_and_lookups_through_compaction() {
+        let mut f = ExtFields::new();
+        for i in 0..1_000 {
+            f.insert_str(&format!("k{i}"), &i.to_string());
+        }
+        for i in (0..1_000).step_by(3) {
+            assert_eq!(f.remove(&format!("k{i}")), Some(i.to_string()));
+        }
+        let live: Vec<usize> = (0..1_000).filter(|i| i % 3 != 0).collect();
+        assert_eq!(f.len(), live.len());
+        assert_eq!(f.iter().len(), live.len());
+        let keys: Vec<String> = f.iter().map(|(k, _)| k.to_owned()).collect();
+        let want: Vec<String> = live.iter().map(|i| format!("k{i}")).collect();
+        assert_eq!(keys, want, "insertion order survives removals");
+        assert_eq!(f.iter().next_back(), Some(("k998", "998")));
+        for i in 0..1_000 {
+            let got = f.get(&format!("k{i}"));
+            if i % 3 == 0 {
+                assert_eq!(got, None);
+            } else {
+                assert_eq!(got, Some(i.to_string().as_str()));
+            }
+        }
+        // Re-inserting a removed key appends it; emptying the map leaves it empty.
+        f.insert_str("k0", "again");
+        assert_eq!(f.iter().next_back(), Some(("k0", "again")));
+        for i in 0..1_000 {
+            f.remove(&format!("k{i}"));
+        }
+        assert!(f.is_empty());
+        assert_eq!(f.iter().next(), None);
+        assert!(f.spans.len() < 64, "tombstones are compacted away");
+        f.insert_str("x", "1");
+        assert_eq!(f.get("x"), Some("1"));
+        assert_eq!(f, [("x", "1")].into_iter().collect());
     }
 
     #[test]

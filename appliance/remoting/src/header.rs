@@ -11,6 +11,11 @@
 //! - a missing required field is [`HeaderError::Missing`], unparsable text
 //!   [`HeaderError::Malformed`].
 //!
+//! Which fields are required is part of each header's table (a plain `T` is required,
+//! `Option<T>` or `T = "key" or DEFAULT` is not), and [`check_required_for_code`] is the
+//! one place a server asks "does this request carry every required field of its code's
+//! header?" before any handler reads it.
+//!
 //! Headers encode *into* an existing [`ExtFields`], so extra keys such as `MSG_REGION`,
 //! `TRACE_ON` or `AccessKey` stay beside the header's own keys; decoding ignores keys it
 //! does not know.
@@ -50,7 +55,9 @@ pub enum HeaderError {
 impl std::fmt::Display for HeaderError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Missing { field } => write!(f, "the custom header field {field} is null"),
+            // Upstream's wording (`RemotingCommand.decodeCommandCustomHeader`): clients and
+            // operators already search logs for it.
+            Self::Missing { field } => write!(f, "the custom field <{field}> is null"),
             Self::Malformed {
                 field,
                 value,
@@ -74,6 +81,13 @@ pub trait CommandHeader: Sized {
     /// Writes the header's present fields into `fields`, replacing keys of the same name
     /// and keeping every other key.
     fn encode(&self, fields: &mut ExtFields);
+
+    /// `Err(Missing)` naming the first required field (`@CFNotNull` upstream) that
+    /// `fields` lacks, without decoding or allocating anything.
+    fn check_required(fields: &ExtFields) -> Result<(), HeaderError> {
+        let _ = fields;
+        Ok(())
+    }
 
     /// The header alone as a fresh map.
     fn to_ext_fields(&self) -> ExtFields {
@@ -220,6 +234,9 @@ pub fn read_field<T: FieldValue>(
 pub trait HeaderField: Sized {
     fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError>;
     fn encode_field(&self, fields: &mut ExtFields, key: &'static str);
+    /// `Err(Missing)` when the field is required and `fields` has no present value for
+    /// it (absent by text counts as missing, as [`read_field`] reads it).
+    fn check_present(fields: &ExtFields, key: &'static str) -> Result<(), HeaderError>;
     #[doc(hidden)]
     fn sample_field(src: &mut testing::SampleSource<'_>) -> Self;
 }
@@ -233,6 +250,12 @@ macro_rules! header_field_impls {
             fn encode_field(&self, fields: &mut ExtFields, key: &'static str) {
                 fields.insert(key, self.to_text());
             }
+            fn check_present(fields: &ExtFields, key: &'static str) -> Result<(), HeaderError> {
+                match fields.get(key) {
+                    Some(text) if !<$t as FieldValue>::is_absent(text) => Ok(()),
+                    _ => Err(HeaderError::Missing { field: key }),
+                }
+            }
             fn sample_field(src: &mut testing::SampleSource<'_>) -> Self {
                 <$t as FieldValue>::sample(src)
             }
@@ -245,6 +268,9 @@ macro_rules! header_field_impls {
                 if let Some(value) = self {
                     fields.insert(key, value.to_text());
                 }
+            }
+            fn check_present(_fields: &ExtFields, _key: &'static str) -> Result<(), HeaderError> {
+                Ok(())
             }
             fn sample_field(src: &mut testing::SampleSource<'_>) -> Self {
                 if src.byte() % 3 == 0 {
@@ -311,6 +337,12 @@ macro_rules! command_header {
             }
 
             #[allow(unused_variables)]
+            fn check_required(fields: &$crate::command::ExtFields) -> Result<(), $crate::header::HeaderError> {
+                $( command_header!(@check fields, $ty, $key $(, $default)?); )*
+                Ok(())
+            }
+
+            #[allow(unused_variables)]
             fn encode(&self, fields: &mut $crate::command::ExtFields) {
                 $( $crate::header::HeaderField::encode_field(&self.$field, fields, $key); )*
                 $( $crate::header::CommandHeader::encode(&self.$rpc, fields); )?
@@ -323,6 +355,10 @@ macro_rules! command_header {
     (@decode $fields:ident, $ty:ty, $key:literal, $default:expr) => {
         $crate::header::read_field::<$ty>($fields, $key)?.unwrap_or($default)
     };
+    (@check $fields:ident, $ty:ty, $key:literal) => {
+        <$ty as $crate::header::HeaderField>::check_present($fields, $key)?
+    };
+    (@check $fields:ident, $ty:ty, $key:literal, $default:expr) => {};
 }
 
 command_header! {
@@ -339,6 +375,31 @@ command_header! {
         oneway: Option<bool> = "oway";
         /// `lo`: logical (static-topic) request; only topic headers carry it.
         logic: Option<bool> = "lo";
+    }
+}
+
+/// Checks that `fields` carries every required field of the typed request header of
+/// `code`: the one place servers enforce required fields, before any handler reads the
+/// header. Codes whose header is not listed here pass unchecked (their handlers read
+/// what they need and default the rest).
+///
+/// Allocation-free (a few map lookups), so it runs on every request, sends included.
+pub fn check_required_for_code(code: i32, fields: &ExtFields) -> Result<(), HeaderError> {
+    use crate::codes::RequestCode as C;
+    let Some(code) = C::from_code(code) else {
+        return Ok(());
+    };
+    match code {
+        C::SendMessage
+        | C::SendMessageV2
+        | C::SendBatchMessage
+        | C::SendReplyMessage
+        | C::SendReplyMessageV2 => {
+            SendMessageRequestHeader::check_required_for_code(code as i32, fields)
+        }
+        C::PullMessage | C::LitePullMessage => PullMessageRequestHeader::check_required(fields),
+        C::DeleteTopicInBroker => DeleteTopicRequestHeader::check_required(fields),
+        _ => Ok(()),
     }
 }
 
@@ -431,6 +492,119 @@ mod tests {
         ));
         let text = HeaderError::Missing { field: "topic" }.to_string();
         assert!(text.contains("topic"), "{text}");
+    }
+
+    #[test]
+    fn check_required_names_the_first_missing_required_field() {
+        let full = fields(&[("name", "n"), ("count", "1")]);
+        assert_eq!(
+            Demo::check_required(&full),
+            Ok(()),
+            "optional and defaulted may be absent"
+        );
+        assert_eq!(
+            Demo::check_required(&fields(&[("count", "1")])),
+            Err(HeaderError::Missing { field: "name" })
+        );
+        assert_eq!(
+            Demo::check_required(&fields(&[("name", ""), ("count", "")])),
+            Err(HeaderError::Missing { field: "count" }),
+            "an empty number is absent; an empty string is a present value"
+        );
+        assert_eq!(
+            Demo::check_required(&fields(&[("name", "n"), ("count", "x")])),
+            Ok(()),
+            "presence only: malformed text is the decoder's error"
+        );
+        assert_eq!(
+            HeaderError::Missing { field: "c" }.to_string(),
+            "the custom field <c> is null"
+        );
+    }
+
+    #[test]
+    fn check_required_for_code_covers_send_pull_and_delete_topic() {
+        let send_v2 = [
+            ("a", "PG"),
+            ("b", "T"),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "0"),
+            ("f", "0"),
+            ("g", "1700000000000"),
+            ("h", "0"),
+        ];
+        for code in [310, 320] {
+            assert_eq!(check_required_for_code(code, &fields(&send_v2)), Ok(()));
+            for missing in ["c", "d", "e", "f", "g", "h"] {
+                let without: Vec<_> = send_v2
+                    .iter()
+                    .copied()
+                    .filter(|(k, _)| *k != missing)
+                    .collect();
+                assert_eq!(
+                    check_required_for_code(code, &fields(&without)),
+                    Err(HeaderError::Missing { field: missing }),
+                    "code {code} without {missing}"
+                );
+            }
+        }
+        let send_v1 = [
+            ("producerGroup", "PG"),
+            ("topic", "T"),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", "0"),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "0"),
+        ];
+        assert_eq!(check_required_for_code(10, &fields(&send_v1)), Ok(()));
+        for (missing, _) in send_v1 {
+            let without: Vec<_> = send_v1
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != missing)
+                .collect();
+            assert_eq!(
+                check_required_for_code(10, &fields(&without)),
+                Err(HeaderError::Missing { field: missing }),
+                "code 10 without {missing}"
+            );
+        }
+        let pull = [
+            ("consumerGroup", "G"),
+            ("topic", "T"),
+            ("queueId", "0"),
+            ("queueOffset", "0"),
+            ("maxMsgNums", "32"),
+            ("sysFlag", "0"),
+        ];
+        assert_eq!(check_required_for_code(11, &fields(&pull)), Ok(()));
+        assert_eq!(
+            check_required_for_code(361, &fields(&pull[1..])),
+            Err(HeaderError::Missing {
+                field: "consumerGroup"
+            })
+        );
+        assert_eq!(
+            check_required_for_code(215, &fields(&[])),
+            Err(HeaderError::Missing { field: "topic" })
+        );
+        assert_eq!(
+            check_required_for_code(215, &fields(&[("topic", "T")])),
+            Ok(())
+        );
+        assert_eq!(
+            check_required_for_code(34, &fields(&[])),
+            Ok(()),
+            "heartbeat has no header"
+        );
+        assert_eq!(
+            check_required_for_code(-5, &fields(&[])),
+            Ok(()),
+            "unknown code"
+        );
     }
 
     #[test]

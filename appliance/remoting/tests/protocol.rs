@@ -14,6 +14,9 @@ use ringmq_remoting::header::testing::{
 use ringmq_remoting::header::*;
 use ringmq_remoting::{ExtFields, FrameDecoder, FrameError, RemotingCommand, SerializeType};
 
+#[path = "protocol/many_keys.rs"]
+mod many_keys;
+
 // ---------------------------------------------------------------------------------------
 // Golden frames (remoting.md §2 worked example)
 

@@ -24,10 +24,14 @@ command_header! {
         /// `PULL_FLAG_*` bits.
         sys_flag: i32 = "sysFlag";
         /// Consumer's offset to persist when [`PULL_FLAG_COMMIT_OFFSET`] is set.
-        commit_offset: i64 = "commitOffset";
-        suspend_timeout_millis: i64 = "suspendTimeoutMillis";
+        /// `@CFNotNull` upstream, but only read under its flag, so a pull without it is
+        /// served (as upstream's broker serves it) rather than refused.
+        commit_offset: i64 = "commitOffset" or 0;
+        /// Only read under [`PULL_FLAG_SUSPEND`]; lenient like `commitOffset`.
+        suspend_timeout_millis: i64 = "suspendTimeoutMillis" or 0;
         subscription: Option<String> = "subscription";
-        sub_version: i64 = "subVersion";
+        /// Lenient like `commitOffset`: 0 when absent.
+        sub_version: i64 = "subVersion" or 0;
         /// `TAG` (default) or `SQL92`.
         expression_type: Option<String> = "expressionType";
         max_msg_bytes: Option<i32> = "maxMsgBytes";

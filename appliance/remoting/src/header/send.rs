@@ -127,18 +127,33 @@ impl SendMessageRequestHeader {
     /// other set has it, the other set is used, so a client that mixes code and names up
     /// is still served.
     pub fn decode_for_code(code: i32, fields: &ExtFields) -> Result<Self, HeaderError> {
-        let v2_code = code == RequestCode::SendMessageV2 as i32
-            || code == RequestCode::SendBatchMessage as i32
-            || code == RequestCode::SendReplyMessageV2 as i32;
-        let use_v2 = if v2_code {
-            fields.get("a").is_some() || fields.get("producerGroup").is_none()
-        } else {
-            fields.get("producerGroup").is_none() && fields.get("a").is_some()
-        };
-        if use_v2 {
+        if Self::uses_v2_keys(code, fields) {
             SendMessageRequestHeaderV2::decode(fields).map(Self::from)
         } else {
             Self::decode(fields)
+        }
+    }
+
+    /// Whether a send of `code` carrying `fields` is read with the one-letter (V2) keys:
+    /// the code decides, unless only the other key set is there.
+    pub fn uses_v2_keys(code: i32, fields: &ExtFields) -> bool {
+        let v2_code = code == RequestCode::SendMessageV2 as i32
+            || code == RequestCode::SendBatchMessage as i32
+            || code == RequestCode::SendReplyMessageV2 as i32;
+        if v2_code {
+            fields.get("a").is_some() || fields.get("producerGroup").is_none()
+        } else {
+            fields.get("producerGroup").is_none() && fields.get("a").is_some()
+        }
+    }
+
+    /// [`CommandHeader::check_required`] of the key set [`Self::decode_for_code`] reads:
+    /// `a`..`h`, or their long names (every `@CFNotNull` field upstream).
+    pub fn check_required_for_code(code: i32, fields: &ExtFields) -> Result<(), HeaderError> {
+        if Self::uses_v2_keys(code, fields) {
+            SendMessageRequestHeaderV2::check_required(fields)
+        } else {
+            Self::check_required(fields)
         }
     }
 }
