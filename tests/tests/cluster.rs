@@ -1381,3 +1381,6 @@ fn admin_update_broker_config_applies_live() {
         other => panic!("black-listed key: {other:?}"),
     }
 }
+
+#[path = "cluster/namesrv_restart.rs"]
+mod namesrv_restart;

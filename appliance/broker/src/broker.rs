@@ -89,7 +89,12 @@ impl Broker {
         mut config: BrokerConfig,
         store: Option<Arc<dyn BrokerStore>>,
     ) -> Result<Broker, BrokerError> {
-        config.delay_levels_ms().map_err(BrokerError::Config)?;
+        // The same rules UPDATE_BROKER_CONFIG applies before it saves an update.
+        let scope = crate::config_check::CheckScope {
+            held_metrics_addr: None,
+            store_files: store.is_none(),
+        };
+        crate::config_check::check_startable(&config, scope).map_err(BrokerError::Config)?;
         std::fs::create_dir_all(config.config_dir()).map_err(|e| {
             BrokerError::Metadata(format!(
                 "cannot create {}: {e}",
@@ -103,7 +108,7 @@ impl Broker {
             ))
         })?;
         let network_cores =
-            parse_cores(&config.ringmq_network_cores).map_err(BrokerError::Config)?;
+            crate::config_check::network_cores(&config).map_err(BrokerError::Config)?;
         let tuning = net_tuning(&config).map_err(BrokerError::Config)?;
 
         // The handler exists before the context so the listener can be bound first and the
@@ -401,21 +406,6 @@ pub(crate) fn net_tuning(config: &BrokerConfig) -> Result<ServerTuning, String> 
         .apply_net_properties(config.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|e| e.to_string())?;
     Ok(tuning)
-}
-
-fn parse_cores(text: &str) -> Result<Option<Vec<usize>>, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Ok(None);
-    }
-    text.split(',')
-        .map(|c| {
-            c.trim().parse::<usize>().map_err(|_| {
-                format!("ringmq.cores.network {text:?} must be comma-separated core ids")
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
 }
 
 /// The runtime-facing handler: hands requests to the context once it exists.

@@ -227,10 +227,11 @@ broker_config! {
     bind_address: String = "bindAddress", "0.0.0.0".to_string();
     /// `brokerIP1`: the address registered with name servers and written as STOREHOST.
     broker_ip1: String = "brokerIP1", local_ipv4();
-    /// `brokerIP2`: the HA address.
-    broker_ip2: String = "brokerIP2", local_ipv4();
-    /// `haListenPort`
-    ha_listen_port: u16 = "haListenPort", 10912;
+    /// `brokerIP2`: the address registered for the HA service; unset = `brokerIP1`.
+    broker_ip2: Option<String> = "brokerIP2", None;
+    /// `haListenPort`: the HA service port; 0 (the default) = `listenPort + 1`, as upstream
+    /// derives it when the key is not set to a positive port.
+    ha_listen_port: u16 = "haListenPort", 0;
     /// `storePathRootDir`
     store_path_root_dir: String = "storePathRootDir", format!("{}/store", default_home());
     /// `storePathCommitLog` (default `<storePathRootDir>/commitlog`).
@@ -370,9 +371,15 @@ impl BrokerConfig {
     }
 
     /// The whole configuration as Java properties text (`-p` output, `GET_BROKER_CONFIG`).
+    /// Derived keys (`brokerIP2`, `haListenPort`) show the value the broker uses.
     pub fn to_properties_text(&self) -> String {
         let mut out = String::new();
-        for (key, value) in self.entries() {
+        for (key, mut value) in self.entries() {
+            match key {
+                "brokerIP2" => value = self.effective_broker_ip2().to_string(),
+                "haListenPort" => value = self.effective_ha_listen_port().to_string(),
+                _ => {}
+            }
             let _ = writeln!(
                 out,
                 "{}={}",
@@ -410,7 +417,28 @@ impl BrokerConfig {
 
     /// `ip:port` of the HA service, registered with the name servers.
     pub fn ha_server_addr(&self) -> String {
-        format!("{}:{}", self.broker_ip2, self.ha_listen_port)
+        format!(
+            "{}:{}",
+            self.effective_broker_ip2(),
+            self.effective_ha_listen_port()
+        )
+    }
+
+    /// `brokerIP2`, or `brokerIP1` when it is not set.
+    pub fn effective_broker_ip2(&self) -> &str {
+        match self.broker_ip2.as_deref().map(str::trim) {
+            Some(ip) if !ip.is_empty() => ip,
+            _ => &self.broker_ip1,
+        }
+    }
+
+    /// `haListenPort`, or `listenPort + 1` when it is 0 (unset).
+    pub fn effective_ha_listen_port(&self) -> u16 {
+        if self.ha_listen_port == 0 {
+            self.listen_port.saturating_add(1)
+        } else {
+            self.ha_listen_port
+        }
     }
 
     pub fn store_root(&self) -> PathBuf {
@@ -665,6 +693,9 @@ mod tests {
         c.extra.insert("someUnknown".into(), "v\u{e9}".into());
         let text = c.to_properties_text();
         let (back, _) = BrokerConfig::from_properties_text(&text);
+        // Derived keys are printed with the value in use, and read back as set.
+        c.broker_ip2 = Some(c.broker_ip1.clone());
+        c.ha_listen_port = c.listen_port + 1;
         assert_eq!(back, c);
         assert!(text.contains("brokerName=b 1\n"));
     }
@@ -691,6 +722,25 @@ mod tests {
         let (c, _) = BrokerConfig::from_properties_text("ringmq.net.recvMode=epoll\n");
         let e = crate::broker::net_tuning(&c).unwrap_err();
         assert!(e.contains("ringmq.net.recvMode"), "{e}");
+    }
+
+    #[test]
+    fn ha_address_follows_listen_port_and_broker_ip1_unless_set() {
+        let (c, _) = BrokerConfig::from_properties_text("listenPort=22010\nbrokerIP1=10.1.2.3\n");
+        assert_eq!(c.ha_server_addr(), "10.1.2.3:22011");
+        let text = c.to_properties_text();
+        assert!(text.contains("\nhaListenPort=22011\n"), "{text}");
+        assert!(text.contains("\nbrokerIP2=10.1.2.3\n"), "{text}");
+        let (c, _) = BrokerConfig::from_properties_text(
+            "listenPort=22010\nbrokerIP1=10.1.2.3\nbrokerIP2=10.9.9.9\nhaListenPort=30000\n",
+        );
+        assert_eq!(c.ha_server_addr(), "10.9.9.9:30000");
+        assert!(c.to_properties_text().contains("\nhaListenPort=30000\n"));
+        let defaults = BrokerConfig::default();
+        assert_eq!(
+            defaults.ha_server_addr(),
+            format!("{}:10912", defaults.broker_ip1)
+        );
     }
 
     #[test]

@@ -203,11 +203,19 @@ impl BrokerContext {
         ctx
     }
 
-    /// Routes one request to its processor. Unknown codes get REQUEST_CODE_NOT_SUPPORTED.
+    /// Routes one request to its processor. Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a
+    /// request missing a required header field gets SYSTEM_ERROR naming the field.
     pub fn dispatch(self: &Arc<Self>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
         let Some(code) = RequestCode::from_code(request.code) else {
             return not_supported(&request);
         };
+        // Required header fields are checked here, once, from remoting's typed headers,
+        // so no handler acts on a request that lacks one (`@CFNotNull` fields upstream).
+        if let Err(e) =
+            ringmq_remoting::header::check_required_for_code(request.code, &request.ext_fields)
+        {
+            return header_error(&request, e);
+        }
         use RequestCode as C;
         match code {
             C::SendMessage | C::SendMessageV2 | C::SendBatchMessage => {

@@ -4,6 +4,7 @@
 pub mod broker;
 pub mod client;
 pub mod config;
+pub mod config_check;
 mod config_keys;
 pub mod context;
 pub mod disk_store;

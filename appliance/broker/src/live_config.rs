@@ -11,9 +11,12 @@
 //!   when they start and have no way to change them underneath.
 //! - **unused**: a RocketMQ key ringmq has no use for. Accepted and saved, so the file still
 //!   reads the same to a Java broker, and reported as having no effect.
-//! - **refused**: black-listed keys (NO_PERMISSION, like upstream) and unknown keys, bad values
-//!   or values the broker could not start with (INVALID_PARAMETER, naming the key). A refused
-//!   update changes nothing, in memory or on disk.
+//! - **refused**: black-listed keys and keys that cannot change while the broker runs
+//!   ([`RUNTIME_FIXED_KEYS`]: its port and where its store lives) get NO_PERMISSION, as upstream
+//!   answers for its black list; unknown keys, bad values and values the broker could not start
+//!   with get INVALID_PARAMETER with the reason. "Could not start" is decided by
+//!   [`check_startable`], the function `Broker::start` itself runs first. A refused update
+//!   changes nothing, in memory or on disk.
 //!
 //! The config file is `brokerConfigPath` (the CLI sets it to the `-c` file), else
 //! `<storePathRootDir>/config/broker.properties`, which is upstream's default when
@@ -29,7 +32,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -38,6 +40,7 @@ use ringmq_remoting::codes::ResponseCode;
 use ringmq_store as store;
 
 use crate::config::{escape_properties, parse_java_properties, BrokerConfig};
+use crate::config_check::{check_startable, CheckScope};
 use crate::config_keys::UPSTREAM_KEYS;
 use crate::context::BrokerContext;
 use crate::metadata::topic_config::{
@@ -61,6 +64,10 @@ pub const LIVE_KEYS: &[&str] = &[
 /// Keys refused whatever `configBlackList` says: changing where the config lives, or the black
 /// list itself, from the network would let a caller escape the black list.
 pub const FIXED_BLACK_LIST: [&str; 3] = ["brokerConfigPath", "rocketmqHome", "configBlackList"];
+
+/// Keys an update may not change while the broker runs: the port clients and name servers
+/// know it by, and where its store lives (a new place would start it on an empty store).
+pub const RUNTIME_FIXED_KEYS: [&str; 3] = ["listenPort", "storePathRootDir", "storePathCommitLog"];
 
 /// ringmq's own broker keys that live in `BrokerConfig::extra` (read at start).
 /// When an accepted key takes effect.
@@ -146,6 +153,8 @@ pub enum UpdateError {
     Empty,
     /// Keys on the black list.
     BlackListed(Vec<String>),
+    /// Keys that cannot change while the broker runs ([`RUNTIME_FIXED_KEYS`]).
+    FixedAtRunTime(Vec<String>),
     /// An unknown key or a value the key cannot take.
     Invalid {
         key: String,
@@ -162,7 +171,7 @@ impl UpdateError {
     /// The response code clients expect for this refusal.
     pub fn response_code(&self) -> ResponseCode {
         match self {
-            Self::BlackListed(_) => ResponseCode::NoPermission,
+            Self::BlackListed(_) | Self::FixedAtRunTime(_) => ResponseCode::NoPermission,
             Self::Persist { .. } => ResponseCode::SystemError,
             Self::Empty | Self::Invalid { .. } | Self::WouldNotStart(_) => {
                 ResponseCode::InvalidParameter
@@ -178,6 +187,11 @@ impl std::fmt::Display for UpdateError {
             Self::BlackListed(keys) => write!(
                 f,
                 "Can not update config in black list: {} (these keys are on configBlackList: change them in the broker's config file and restart)",
+                keys.join(", ")
+            ),
+            Self::FixedAtRunTime(keys) => write!(
+                f,
+                "Can not update config in black list: {} (cannot change while the broker runs: change them in the broker's config file and restart)",
                 keys.join(", ")
             ),
             Self::Invalid { key, value, why } => {
@@ -207,6 +221,8 @@ struct State {
     version: DataVersion,
     /// Fixed at start: `configBlackList` itself cannot be updated.
     black_list: BTreeSet<String>,
+    /// The metrics endpoint the broker started with (and listens on, when running).
+    held_metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The live values (atomics read by the processors) and the effective configuration.
@@ -261,6 +277,7 @@ impl LiveConfig {
                 file: Some(config_file_path(config)),
                 version: DataVersion::default(),
                 black_list,
+                held_metrics_addr: crate::metrics::endpoint_addr(config).ok().flatten(),
             }),
         };
         live.publish(config);
@@ -383,6 +400,14 @@ impl LiveConfig {
         if !refused.is_empty() {
             return Err(UpdateError::BlackListed(refused));
         }
+        let fixed: Vec<String> = updates
+            .iter()
+            .filter(|(k, _)| RUNTIME_FIXED_KEYS.contains(&k.as_str()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        if !fixed.is_empty() {
+            return Err(UpdateError::FixedAtRunTime(fixed));
+        }
         let mut candidate = state.effective.clone();
         let mut changes = Vec::with_capacity(updates.len());
         let mut saved = Vec::with_capacity(updates.len());
@@ -398,8 +423,14 @@ impl LiveConfig {
                 effect,
             });
         }
-        if let Some(why) = startup_problem(&candidate) {
-            if startup_problem(&state.effective).is_none() {
+        let scope = CheckScope {
+            held_metrics_addr: state.held_metrics_addr,
+            store_files: true,
+        };
+        if let Err(why) = check_startable(&candidate, scope) {
+            // A problem the running configuration has as well (the machine changed under
+            // it) is not this update's doing and must not block unrelated keys.
+            if check_startable(&state.effective, scope).err().as_ref() != Some(&why) {
                 return Err(UpdateError::WouldNotStart(why));
             }
         }
@@ -480,33 +511,6 @@ fn value_of(c: &BrokerConfig, key: &str) -> Option<String> {
         .find(|(k, _)| *k == key)
         .map(|(_, v)| v)
         .or_else(|| c.extra.get(key).cloned())
-}
-
-/// Why `Broker::start` would refuse `c`, for the checks it makes on settings (ports and files
-/// are not checked here: they depend on the machine at the time of the restart).
-fn startup_problem(c: &BrokerConfig) -> Option<String> {
-    if let Err(e) = c.delay_levels_ms() {
-        return Some(format!("messageDelayLevel: {e}"));
-    }
-    if c.bind_address.parse::<IpAddr>().is_err() {
-        return Some(format!(
-            "bindAddress {:?} is not an IP address",
-            c.bind_address
-        ));
-    }
-    let cores = c.ringmq_network_cores.trim();
-    if !cores.is_empty() && cores.split(',').any(|s| s.trim().parse::<usize>().is_err()) {
-        return Some(format!(
-            "ringmq.cores.network {cores:?} must be comma-separated core ids"
-        ));
-    }
-    if let Err(e) = crate::broker::net_tuning(c) {
-        return Some(e);
-    }
-    if let Err(e) = crate::disk_store::store_config(c) {
-        return Some(e);
-    }
-    crate::metrics::endpoint_addr(c).err()
 }
 
 /// Applies an update to the broker: [`LiveConfig::update`], then what a changed key means for
@@ -844,7 +848,7 @@ mod tests {
         assert!(refused
             .remark
             .unwrap()
-            .contains("autoCreateTopicEnable=false"));
+            .starts_with("topic[LiveAuto2] not exist, apply first please!"));
         // Topics that exist keep working.
         assert_eq!(send(&ctx, "LiveAuto1").code, 0);
         assert_eq!(update(&ctx, "autoCreateTopicEnable=true").code, 0);

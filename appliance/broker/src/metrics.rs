@@ -1192,6 +1192,56 @@ impl BrokerMetrics {
             "Connections closed after a malformed or oversize frame.",
             &|s| s.bad_frames,
         );
+        // The per-core memory and descriptor bounds of the network runtime: what was held,
+        // and how many connections were closed or refused to keep within them.
+        type CoreField = fn(&ringmq_runtime::CoreStats) -> u64;
+        const BOUNDS: [(&str, Kind, &str, CoreField); 7] = [
+            (
+                "ringmq_core_partial_frame_bytes",
+                Kind::Gauge,
+                "Frame-buffer bytes held for frames not yet complete.",
+                |s| s.partial_frame_bytes,
+            ),
+            (
+                "ringmq_core_partial_frame_closes_total",
+                Kind::Counter,
+                "Connections closed because the core's partial-frame bytes went over their bound.",
+                |s| s.partial_frame_closes,
+            ),
+            (
+                "ringmq_core_output_bytes",
+                Kind::Gauge,
+                "Unsent output bytes held in memory for the core's connections.",
+                |s| s.output_bytes,
+            ),
+            (
+                "ringmq_core_output_bytes_peak",
+                Kind::Gauge,
+                "The most unsent output bytes the core has held.",
+                |s| s.output_bytes_peak,
+            ),
+            (
+                "ringmq_core_output_closes_total",
+                Kind::Counter,
+                "Connections closed because the core's output bytes went over their bound.",
+                |s| s.output_closes,
+            ),
+            (
+                "ringmq_core_accept_errors_total",
+                Kind::Counter,
+                "Failed accepts (e.g. EMFILE at the descriptor limit), each followed by a back-off.",
+                |s| s.accept_errors,
+            ),
+            (
+                "ringmq_core_accept_refused_fd_reserve_total",
+                Kind::Counter,
+                "Connections closed right after accept to keep the descriptor reserve free.",
+                |s| s.accept_refused_fd_reserve,
+            ),
+        ];
+        for (name, kind, help, field) in BOUNDS {
+            per_core(e, name, kind, help, &field);
+        }
     }
 }
 

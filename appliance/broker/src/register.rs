@@ -2,6 +2,11 @@
 //! name server every `registerNameServerPeriod` (30 s) and right after a topic change, with the
 //! topic table as `RegisterBrokerBody`; UNREGISTER_BROKER at shutdown.
 //!
+//! A name server that restarted has no routes of this broker: its closed connection is seen
+//! within [`WATCH_INTERVAL_MS`] and the broker registers again on a fresh connection at once,
+//! retrying with short back-off steps ([`RETRY_BACKOFF_MS`]) while it is still down, so
+//! routes come back seconds after the restart rather than up to two periods later.
+//!
 //! Runs on its own control thread with blocking sockets: registration is off the hot cores and
 //! a slow or dead name server only delays this thread (bounded by `registerBrokerTimeoutMills`).
 
@@ -92,8 +97,9 @@ fn call_on(
 ///
 /// A name server drops a broker's routes the moment the connection it registered on
 /// closes (as Java's does), so registering on a fresh connection each time would make
-/// the broker vanish from routes right after every registration. A failed call drops its
-/// connection; the next call reconnects.
+/// the broker vanish from routes right after every registration. A call that fails on a
+/// kept connection (the name server restarted since) is tried once more, at once, on a
+/// fresh connection within what is left of its timeout.
 #[derive(Default)]
 pub struct NamesrvConnections {
     streams: HashMap<String, TcpStream>,
@@ -106,14 +112,60 @@ impl NamesrvConnections {
         request: &RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, String> {
-        let mut stream = match self.streams.remove(addr) {
-            Some(stream) => stream,
-            None => connect(addr, timeout)?,
-        };
-        let response = call_on(&mut stream, addr, request, timeout)?;
+        let deadline = Instant::now() + timeout;
+        if let Some(mut stream) = self.streams.remove(addr) {
+            match call_on(&mut stream, addr, request, timeout) {
+                Ok(response) => {
+                    self.streams.insert(addr.to_string(), stream);
+                    return Ok(response);
+                }
+                Err(e) => {
+                    tracing::info!(namesrv = addr, "kept connection failed ({e}); reconnecting")
+                }
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "{addr} did not answer within {} ms",
+                timeout.as_millis()
+            ));
+        }
+        let mut stream = connect(addr, left)?;
+        let response = call_on(&mut stream, addr, request, left)?;
         self.streams.insert(addr.to_string(), stream);
         Ok(response)
     }
+
+    /// Drops every kept connection the name server has closed (it restarted, or expired
+    /// this broker) and returns their addresses. Never blocks.
+    pub fn take_closed(&mut self) -> Vec<String> {
+        let closed: Vec<String> = self
+            .streams
+            .iter()
+            .filter(|(_, stream)| is_closed_by_peer(stream))
+            .map(|(addr, _)| addr.clone())
+            .collect();
+        for addr in &closed {
+            self.streams.remove(addr);
+        }
+        closed
+    }
+}
+
+/// Whether the peer closed `stream`: a non-blocking peek sees end of stream or an error.
+/// Name servers send nothing unasked, so pending bytes would be a stray answer, not a close.
+fn is_closed_by_peer(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut byte = [0u8; 1];
+    let closed = match stream.peek(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    closed || stream.set_nonblocking(false).is_err()
 }
 
 /// The REGISTER_BROKER body: `{"filterServerList":[],"topicConfigSerializeWrapper":{…}}`.
@@ -156,24 +208,35 @@ fn register_request(ctx: &BrokerContext) -> RemotingCommand {
     .with_body(body)
 }
 
-/// Registers with every configured name server once; returns how many accepted.
-pub fn register_all(ctx: &BrokerContext, connections: &mut NamesrvConnections) -> usize {
+/// Registers with every name server of `addrs` once; returns those that did not accept.
+pub fn register_with(
+    ctx: &BrokerContext,
+    connections: &mut NamesrvConnections,
+    addrs: &[String],
+) -> Vec<String> {
     let timeout = Duration::from_millis(ctx.config.register_broker_timeout_ms.clamp(100, 60_000));
-    let mut ok = 0;
-    for addr in ctx.config.namesrv_addrs() {
+    let mut failed = Vec::new();
+    for addr in addrs {
         let request = register_request(ctx);
-        match connections.call(&addr, &request, timeout) {
+        match connections.call(addr, &request, timeout) {
             Ok(r) if r.code == ResponseCode::Success.code() => {
-                ok += 1;
                 tracing::debug!(namesrv = addr, "registered broker");
+                continue;
             }
             Ok(r) => {
                 tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused REGISTER_BROKER")
             }
             Err(e) => tracing::warn!(namesrv = addr, "REGISTER_BROKER failed: {e}"),
         }
+        failed.push(addr.clone());
     }
-    ok
+    failed
+}
+
+/// Registers with every configured name server once; returns how many accepted.
+pub fn register_all(ctx: &BrokerContext, connections: &mut NamesrvConnections) -> usize {
+    let addrs = ctx.config.namesrv_addrs();
+    addrs.len() - register_with(ctx, connections, &addrs).len()
 }
 
 /// Unregisters from every name server (shutdown).
@@ -197,6 +260,99 @@ pub fn unregister_all(ctx: &BrokerContext, connections: &mut NamesrvConnections)
 enum Signal {
     Now,
     Stop,
+}
+
+/// Waits before retrying name servers that did not accept a registration, one step per
+/// failed round; after the last step the normal period applies again.
+const RETRY_BACKOFF_MS: [u64; 5] = [500, 1000, 2000, 4000, 8000];
+
+/// How often kept connections are checked for a close by the name server while waiting.
+const WATCH_INTERVAL_MS: u64 = 250;
+
+/// What ended a wait between registration rounds.
+enum Wake {
+    /// The wait ran out: the period, or a retry back-off step.
+    Elapsed,
+    /// A topic changed: register with every name server now.
+    Changed,
+    /// These name servers closed their connection: register with them again now.
+    ConnectionsLost(Vec<String>),
+    Stop,
+}
+
+/// Waits up to `wait` for a signal, checking the kept connections every
+/// [`WATCH_INTERVAL_MS`].
+fn wait_for_wake(
+    rx: &mpsc::Receiver<Signal>,
+    connections: &mut NamesrvConnections,
+    wait: Duration,
+) -> Wake {
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Wake::Elapsed;
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(WATCH_INTERVAL_MS))) {
+            Ok(Signal::Now) => {
+                // Coalesce bursts of topic changes into one registration, keeping a Stop.
+                loop {
+                    match rx.try_recv() {
+                        Ok(Signal::Now) => {}
+                        Ok(Signal::Stop) => return Wake::Stop,
+                        Err(_) => return Wake::Changed,
+                    }
+                }
+            }
+            Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return Wake::Stop,
+            Err(RecvTimeoutError::Timeout) => {
+                let lost = connections.take_closed();
+                if !lost.is_empty() {
+                    return Wake::ConnectionsLost(lost);
+                }
+            }
+        }
+    }
+}
+
+/// The registration thread's loop: a round, then a wait; rounds that leave name servers
+/// unregistered are retried after short back-off steps instead of a whole period, and a
+/// name server that closes the connection (a restart) is registered with again at once.
+fn registration_loop(
+    ctx: &BrokerContext,
+    rx: &mpsc::Receiver<Signal>,
+    first_round: mpsc::SyncSender<usize>,
+    period: Duration,
+) {
+    let mut connections = NamesrvConnections::default();
+    let mut first_round = Some(first_round);
+    let mut targets = ctx.config.namesrv_addrs();
+    let mut failed_rounds = 0usize;
+    loop {
+        let failed = register_with(ctx, &mut connections, &targets);
+        if let Some(done) = first_round.take() {
+            let _ = done.send(targets.len() - failed.len());
+        }
+        let retry_wait = if failed.is_empty() {
+            failed_rounds = 0;
+            None
+        } else {
+            failed_rounds += 1;
+            RETRY_BACKOFF_MS.get(failed_rounds - 1).copied()
+        };
+        let wait = retry_wait.map_or(period, Duration::from_millis);
+        targets = match wait_for_wake(rx, &mut connections, wait) {
+            Wake::Elapsed if retry_wait.is_some() => failed,
+            Wake::Elapsed | Wake::Changed => ctx.config.namesrv_addrs(),
+            Wake::ConnectionsLost(lost) => {
+                tracing::info!(namesrv = ?lost, "name server closed the connection; registering again");
+                failed_rounds = 0;
+                lost
+            }
+            Wake::Stop => break,
+        };
+    }
+    unregister_all(ctx, &mut connections);
 }
 
 /// The registration thread: periodic, on demand, unregister at stop.
@@ -227,26 +383,7 @@ impl Registrar {
                 if ctx.config.namesrv_addrs().is_empty() {
                     tracing::warn!("namesrvAddr is not set: this broker is not registered with any name server");
                 }
-                let mut connections = NamesrvConnections::default();
-                let mut first_round = Some(first_round_tx);
-                loop {
-                    let accepted = if ctx.config.namesrv_addrs().is_empty() {
-                        0
-                    } else {
-                        register_all(&ctx, &mut connections)
-                    };
-                    if let Some(done) = first_round.take() {
-                        let _ = done.send(accepted);
-                    }
-                    match rx.recv_timeout(period) {
-                        Ok(Signal::Now) | Err(RecvTimeoutError::Timeout) => {
-                            // Coalesce bursts of topic changes into one registration.
-                            while let Ok(Signal::Now) = rx.try_recv() {}
-                        }
-                        Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-                unregister_all(&ctx, &mut connections);
+                registration_loop(&ctx, &rx, first_round_tx, period);
             })
             .expect("spawn the registration thread");
         match first_round_rx.recv_timeout(first_round_wait) {
@@ -297,6 +434,98 @@ mod tests {
         assert_eq!(req.ext_fields.get("brokerId"), Some("0"));
         let crc = (crc32fast::hash(&req.body) & 0x7FFF_FFFF).to_string();
         assert_eq!(req.ext_fields.get("bodyCrc32"), Some(crc.as_str()));
+    }
+
+    #[test]
+    fn registration_carries_the_ha_address_of_this_broker() {
+        let ha_of = |text: &str| {
+            let (config, _) = BrokerConfig::from_properties_text(text);
+            let ctx = BrokerContext::for_tests(config, Arc::new(MemStore::new()));
+            let req = register_request(&ctx);
+            req.ext_fields.get("haServerAddr").map(str::to_string)
+        };
+        let base = "listenPort=22010\nbrokerIP1=192.0.2.7\n";
+        assert_eq!(ha_of(base).as_deref(), Some("192.0.2.7:22011"));
+        assert_eq!(
+            ha_of(&format!("{base}haListenPort=23000\n")).as_deref(),
+            Some("192.0.2.7:23000")
+        );
+        assert_eq!(
+            ha_of(&format!("{base}brokerIP2=198.51.100.9\n")).as_deref(),
+            Some("198.51.100.9:22011")
+        );
+        assert_eq!(
+            ha_of(&format!(
+                "{base}brokerIP2=198.51.100.9\nhaListenPort=23000\n"
+            ))
+            .as_deref(),
+            Some("198.51.100.9:23000")
+        );
+    }
+
+    /// A name server that answers one request per connection and then closes it, as a
+    /// restarted one leaves the broker's kept connection dead.
+    fn one_answer_per_connection(connections: usize) -> (String, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let handle = std::thread::spawn(move || {
+            for _ in 0..connections {
+                let (mut stream, _) = listener.accept().unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                let decoder = FrameDecoder::default();
+                let mut buf = BytesMut::new();
+                let mut chunk = [0u8; 4096];
+                let request = loop {
+                    if let Some(cmd) = decoder.decode(&mut buf).unwrap() {
+                        break cmd;
+                    }
+                    let n = stream.read(&mut chunk).unwrap();
+                    assert!(n > 0, "client closed before sending");
+                    buf.extend_from_slice(&chunk[..n]);
+                };
+                let mut out = BytesMut::new();
+                request.response_to(0, None).encode(&mut out);
+                stream.write_all(&out).unwrap();
+            }
+        });
+        (addr, handle)
+    }
+
+    #[test]
+    fn a_dead_kept_connection_is_replaced_at_once() {
+        let (addr, server) = one_answer_per_connection(2);
+        let mut connections = NamesrvConnections::default();
+        let timeout = Duration::from_secs(3);
+        let first = connections.call(&addr, &RemotingCommand::request(103, 1), timeout);
+        assert_eq!(first.unwrap().code, 0);
+        // Let the close reach this side, so the kept connection is dead but not yet dropped.
+        std::thread::sleep(Duration::from_millis(100));
+        let second = connections.call(&addr, &RemotingCommand::request(103, 2), timeout);
+        assert_eq!(second.unwrap().code, 0, "answered on a fresh connection");
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn connections_closed_by_the_name_server_are_noticed() {
+        let (addr, server) = one_answer_per_connection(1);
+        let mut connections = NamesrvConnections::default();
+        let r = connections.call(
+            &addr,
+            &RemotingCommand::request(103, 1),
+            Duration::from_secs(3),
+        );
+        assert_eq!(r.unwrap().code, 0);
+        server.join().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut lost = connections.take_closed();
+        while lost.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            lost = connections.take_closed();
+        }
+        assert_eq!(lost, vec![addr]);
+        assert!(connections.take_closed().is_empty());
     }
 
     #[test]

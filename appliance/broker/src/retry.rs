@@ -19,7 +19,7 @@ use crate::context::{
     error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
 };
 use crate::metadata::topic_config::{self as topics, PERM_READ, PERM_WRITE};
-use crate::processor::send::random_below;
+use crate::processor::send::{random_below, subscription_group_not_exist_remark};
 use crate::schedule;
 use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
 
@@ -94,7 +94,7 @@ pub fn route_retry_send(
     let Some(group_config) = ctx.groups.find(group) else {
         return Err((
             ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group not exist, {group}"),
+            subscription_group_not_exist_remark(group),
         ));
     };
     let max = max_reconsume_times.unwrap_or(group_config.retry_max_times);
@@ -146,7 +146,7 @@ pub fn consumer_send_msg_back(
         return refuse(
             &request,
             ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group not exist, {group} (autoCreateSubscriptionGroup is off or the name is invalid)"),
+            subscription_group_not_exist_remark(group),
         );
     };
     if !ctx.live.is_writeable() {

@@ -31,6 +31,23 @@ pub const ALWAYS_BLACKLISTED: [&str; 4] = [
     "rocketmqHome",
 ];
 
+/// Keys the name server reads only when it starts (its listener, its connection idle limit,
+/// the expiry scan period, ringmq's core and network settings, which all have the `ringmq.`
+/// prefix): UPDATE_NAMESRV_CONFIG refuses them like black-listed keys, since changing them
+/// at run time would do nothing but could leave a config file the name server cannot start
+/// with (`listenPort=1`).
+pub const RUNTIME_FIXED_KEYS: [&str; 4] = [
+    "listenPort",
+    "bindAddress",
+    "serverChannelMaxIdleTimeSeconds",
+    "scanNotActiveBrokerInterval",
+];
+
+/// Whether UPDATE_NAMESRV_CONFIG must refuse `key` because it is read only at start.
+pub fn is_runtime_fixed(key: &str) -> bool {
+    RUNTIME_FIXED_KEYS.contains(&key) || key.starts_with(RINGMQ_KEY_PREFIX)
+}
+
 /// Netty server/client keys a Java `namesrv.conf` may carry that ringmq's runtime does not
 /// use: accepted silently and echoed by `-p`, with their Java defaults.
 const ACCEPTED_NETTY_KEYS: [(&str, &str); 29] = [

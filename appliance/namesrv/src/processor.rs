@@ -597,12 +597,34 @@ impl NamesrvProcessor {
                 "Can not update config in black list.",
             ));
         }
-        // Like Java's Configuration.update, unknown keys are ignored; bad values keep the
-        // current setting.
+        let fixed: Vec<&str> = props
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|k| crate::config::is_runtime_fixed(k))
+            .collect();
+        if !fixed.is_empty() {
+            tracing::warn!(peer = %peer.addr, ?fixed, "update config touches keys read only at start");
+            return Err(Failure::new(
+                ResponseCode::NoPermission,
+                format!(
+                    "Can not update config in black list: {} (read only when the name server starts: change them in its config file and restart)",
+                    fixed.join(", ")
+                ),
+            ));
+        }
+        // Like Java's Configuration.update, unknown keys are ignored. A value the key cannot
+        // take refuses the whole update: nothing is applied or saved.
         let mut updated = config.clone();
         let (unknown, invalid) = updated.apply(&props);
-        if !unknown.is_empty() || !invalid.is_empty() {
-            tracing::warn!(?unknown, ?invalid, "update config: keys ignored");
+        if !invalid.is_empty() {
+            tracing::warn!(peer = %peer.addr, ?invalid, "update config refused");
+            return Err(Failure::new(
+                ResponseCode::InvalidParameter,
+                format!("invalid value: {}; nothing was changed", invalid.join("; ")),
+            ));
+        }
+        if !unknown.is_empty() {
+            tracing::warn!(?unknown, "update config: unknown keys ignored");
         }
         *config = updated;
         let path = PathBuf::from(&config.config_store_path);

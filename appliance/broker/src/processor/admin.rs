@@ -279,6 +279,14 @@ pub fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
         Ok(h) => h,
         Err(r) => return *r,
     };
+    // A present but blank topic names nothing to delete: refused as upstream refuses it.
+    if h.topic.trim().is_empty() {
+        return fail(
+            request,
+            ResponseCode::InvalidParameter,
+            "The specified topic is blank.",
+        );
+    }
     if ctx.topics.is_system_topic(&h.topic) {
         return fail(
             request,

@@ -21,6 +21,7 @@ use crate::context::{
 };
 use crate::long_polling::HeldPull;
 use crate::metadata::topic_config as topics;
+use crate::processor::send::FAQ_SUGGESTION;
 use crate::store_api::{GetMessageResult, GetMessageStatus, MessageFilter};
 
 pub const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
@@ -232,7 +233,10 @@ fn execute(
         return refuse(
             request,
             ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group [{}] does not exist", h.consumer_group),
+            format!(
+                "subscription group [{}] does not exist, {FAQ_SUGGESTION}",
+                h.consumer_group
+            ),
             None,
         );
     };
@@ -248,7 +252,10 @@ fn execute(
         return refuse(
             request,
             ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist, apply first please!", h.topic),
+            format!(
+                "topic[{}] not exist, apply first please! {FAQ_SUGGESTION}",
+                h.topic
+            ),
             None,
         );
     };
@@ -285,10 +292,7 @@ fn execute(
             return refuse(
                 request,
                 ResponseCode::SubscriptionNotExist,
-                format!(
-                    "the consumer's group info not exist, group: {}",
-                    h.consumer_group
-                ),
+                format!("the consumer's group info not exist{FAQ_SUGGESTION}"),
                 None,
             );
         };
@@ -318,10 +322,7 @@ fn execute(
             return refuse(
                 request,
                 ResponseCode::SubscriptionNotExist,
-                format!(
-                    "the consumer's subscription not exist, group: {} topic: {}",
-                    h.consumer_group, h.topic
-                ),
+                format!("the consumer's subscription not exist{FAQ_SUGGESTION}"),
                 None,
             );
         };

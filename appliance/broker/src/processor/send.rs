@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use ringmq_remoting::codes::ResponseCode;
-use ringmq_remoting::header::{read_field, FieldValue, HeaderError};
+use ringmq_remoting::header::{read_field, FieldValue, HeaderError, SendMessageRequestHeader};
 use ringmq_remoting::message::properties::{self, keys, MessageProperties};
 use ringmq_remoting::message::record::{self, RecordFields};
 use ringmq_remoting::message::{batch, id, sysflag};
@@ -75,30 +75,24 @@ fn req_num<T: FieldValue>(f: &ExtFields, key: &'static str) -> Result<T, HeaderE
 
 impl<'a> SendHeader<'a> {
     /// Decodes by code (10 → long names, 310/320 → one-letter names), falling back to the
-    /// other set when the expected one is absent: some clients mix them up.
+    /// other set when the expected one is absent: some clients mix them up. Which fields
+    /// are required is remoting's typed header's knowledge (the broker's dispatch checks
+    /// them first); every one of them is read as required here too, never defaulted.
     pub fn decode(code: i32, fields: &'a ExtFields) -> Result<Self, HeaderError> {
-        let v2_first = code != 10;
-        let keys = match (
-            v2_first,
-            fields.get("a").is_some(),
-            fields.get("producerGroup").is_some(),
-        ) {
-            (true, false, true) => &V1_KEYS,
-            (false, true, false) => &V2_KEYS,
-            (true, _, _) => &V2_KEYS,
-            (false, _, _) => &V1_KEYS,
+        let keys = if SendMessageRequestHeader::uses_v2_keys(code, fields) {
+            &V2_KEYS
+        } else {
+            &V1_KEYS
         };
         Ok(Self {
             producer_group: req_str(fields, keys[0])?,
             topic: req_str(fields, keys[1])?,
-            default_topic: fields
-                .get(keys[2])
-                .unwrap_or(topics::AUTO_CREATE_TOPIC_KEY_TOPIC),
-            default_topic_queue_nums: read_field::<i32>(fields, keys[3])?.unwrap_or(4),
+            default_topic: req_str(fields, keys[2])?,
+            default_topic_queue_nums: req_num(fields, keys[3])?,
             queue_id: req_num(fields, keys[4])?,
-            sys_flag: read_field::<i32>(fields, keys[5])?.unwrap_or(0),
-            born_timestamp_ms: read_field::<i64>(fields, keys[6])?.unwrap_or(0),
-            flag: read_field::<i32>(fields, keys[7])?.unwrap_or(0),
+            sys_flag: req_num(fields, keys[5])?,
+            born_timestamp_ms: req_num(fields, keys[6])?,
+            flag: req_num(fields, keys[7])?,
             properties: fields.get(keys[8]).unwrap_or(""),
             reconsume_times: read_field::<i32>(fields, keys[9])?.unwrap_or(0),
             unit_mode: read_field::<bool>(fields, keys[10])?.unwrap_or(false),
@@ -141,6 +135,10 @@ pub(crate) fn random_below(n: u32) -> u32 {
 struct Prepared {
     topic: String,
     queue_id: i32,
+    /// The queue the producer asked for (a random one when it asked for -1): what the response
+    /// names even when the message was parked in a schedule, half or DLQ queue, so the client's
+    /// send result points at the queue it chose, as upstream's does.
+    response_queue_id: i32,
     sys_flag: i32,
     records: BytesMut,
     record_count: u32,
@@ -201,6 +199,7 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
         String::new()
     };
     let queue_id = put.queue_id;
+    let response_queue_id = prepared.response_queue_id;
     if oneway {
         let ctx_ow = ctx.clone();
         ctx.store.put(
@@ -235,7 +234,7 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
             let command = put_response(
                 &ctx2,
                 response,
-                queue_id,
+                response_queue_id,
                 &sizes,
                 uniq_key.as_deref(),
                 &result,
@@ -293,6 +292,29 @@ fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) ->
 
 type Refusal = (ResponseCode, String);
 
+/// Upstream's `FAQUrl.suggestTodo(…)` tail: its common refusals end with this pointer to the
+/// FAQ, and clients and operators match on the whole text.
+pub(crate) const FAQ_SUGGESTION: &str =
+    "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.";
+
+/// Upstream's send-path remark for a topic that does not exist and may not be auto-created.
+pub(crate) fn topic_not_exist_remark(topic: &str) -> String {
+    format!("topic[{topic}] not exist, apply first please!{FAQ_SUGGESTION}")
+}
+
+/// Upstream's send and send-back remark for a `%RETRY%` group that does not exist.
+pub(crate) fn subscription_group_not_exist_remark(group: &str) -> String {
+    format!("subscription group not exist, {group} {FAQ_SUGGESTION}")
+}
+
+/// Upstream's remark for a message the store refuses as illegal: a body over `maxMessageSize`
+/// or properties over 32 KiB.
+pub(crate) fn message_illegal_remark(max_message_size_bytes: u32) -> String {
+    format!(
+        "the message is illegal, maybe msg body or properties length not matched. msg body length limit {max_message_size_bytes}B, msg properties length limit 32KB."
+    )
+}
+
 /// Everything before the store: checks, topic resolution, rewrites, record encoding.
 fn prepare(
     ctx: &BrokerContext,
@@ -339,15 +361,15 @@ fn prepare(
         topic_sys_flag,
     ) {
         AutoCreate::Existing(tc) | AutoCreate::Created(tc) => tc,
-        AutoCreate::NotAllowed(why) => return Err((ResponseCode::TopicNotExist, why)),
+        AutoCreate::NotAllowed(why) => {
+            tracing::debug!(topic, "send to an unknown topic refused: {why}");
+            return Err((ResponseCode::TopicNotExist, topic_not_exist_remark(topic)));
+        }
     };
     if !topic_config.is_writeable() {
         return Err((
             ResponseCode::NoPermission,
-            format!(
-                "the topic[{topic}] sending message is forbidden (perm {})",
-                topic_config.perm
-            ),
+            format!("the topic[{topic}] sending message is forbidden"),
         ));
     }
     let max_queues = topic_config.max_queue_nums() as i32;
@@ -372,10 +394,7 @@ fn prepare(
     if request.body.len() > max_body {
         return Err((
             ResponseCode::MessageIllegal,
-            format!(
-                "the message body size {} bytes exceeds maxMessageSize {max_body} bytes",
-                request.body.len()
-            ),
+            message_illegal_remark(config.max_message_size_bytes),
         ));
     }
     if header.batch {
@@ -404,6 +423,7 @@ fn prepare_single(
     born_host: SocketAddr,
 ) -> Result<Prepared, Refusal> {
     let config = &ctx.config;
+    let response_queue_id = queue_id;
     let raw = header.properties;
     // One pass over the properties for everything the broker reacts to.
     let (mut uniq, mut delay, mut tran, mut pop_ck, mut keys_prop, mut wait) =
@@ -445,7 +465,7 @@ fn prepare_single(
         let Some(group_config) = ctx.groups.find(group) else {
             return Err((
                 ResponseCode::SubscriptionGroupNotExist,
-                format!("subscription group not exist, {group}"),
+                subscription_group_not_exist_remark(group),
             ));
         };
         let max_reconsume = header
@@ -561,6 +581,7 @@ fn prepare_single(
     Ok(Prepared {
         topic,
         queue_id,
+        response_queue_id,
         sys_flag,
         records,
         record_count: 1,
@@ -603,6 +624,8 @@ fn prepare_batch(
     let mut records = BytesMut::with_capacity(request.body.len() + items.len() * 160);
     let mut sizes = Vec::with_capacity(items.len());
     let mut wait = true;
+    let cluster = ctx.config.broker_cluster_name.as_str();
+    let mut member_props: Vec<u8> = Vec::with_capacity(256);
     for item in &items {
         if properties::find_bytes(item.properties, keys::DELAY.as_bytes())
             .is_some_and(|d| d != b"0")
@@ -617,6 +640,7 @@ fn prepare_batch(
         {
             wait = false;
         }
+        member_props_with_cluster(&mut member_props, item.properties, cluster);
         let fields = RecordFields {
             queue_id,
             flag: item.flag,
@@ -631,7 +655,7 @@ fn prepare_batch(
             prepared_transaction_offset: 0,
             body: item.body,
             topic,
-            properties: item.properties,
+            properties: &member_props,
         };
         let size = record::encode_record(&fields, &mut records).map_err(|e| {
             (
@@ -645,6 +669,7 @@ fn prepare_batch(
     Ok(Prepared {
         topic: topic.to_string(),
         queue_id,
+        response_queue_id: queue_id,
         sys_flag,
         records,
         record_count: items.len() as u32,
@@ -655,11 +680,25 @@ fn prepare_batch(
     })
 }
 
-/// The send response for a store outcome (store.md §5.7).
+/// A batch member's stored properties: its own, then `CLUSTER`, as upstream's batch encoder
+/// appends the broker-added batch properties to every member. The rest of the batch header's
+/// properties is not merged: it carries the batch's own UNIQ_KEY, which would give every member
+/// the same message id (upstream stopped merging them for that reason, apache/rocketmq#9416).
+fn member_props_with_cluster(out: &mut Vec<u8>, own: &[u8], cluster: &str) {
+    out.clear();
+    out.extend_from_slice(own);
+    if !own.is_empty() && own.last() != Some(&properties::PROPERTY_SEPARATOR) {
+        out.push(properties::PROPERTY_SEPARATOR);
+    }
+    properties::encode_entry_into(out, keys::CLUSTER, cluster);
+}
+
+/// The send response for a store outcome (store.md §5.7). `queueId` is the queue the producer
+/// asked for and `queueOffset` the offset in the queue actually written, as upstream answers.
 fn put_response(
     ctx: &BrokerContext,
     mut response: RemotingCommand,
-    queue_id: i32,
+    response_queue_id: i32,
     sizes: &[u32],
     uniq_key: Option<&str>,
     result: &PutResult,
@@ -677,10 +716,7 @@ fn put_response(
         S::CreateMappedFileFailed => (ResponseCode::SystemError, Some("create mapped file failed, server is busy or broken.".to_string())),
         S::MessageIllegal | S::PropertiesSizeExceeded => (
             ResponseCode::MessageIllegal,
-            Some(format!(
-                "the message is illegal, maybe msg body or properties length not matched. msg body length limit {}B, msg properties length limit 32KB.",
-                ctx.config.max_message_size_bytes
-            )),
+            Some(message_illegal_remark(ctx.config.max_message_size_bytes)),
         ),
         S::OsPageCacheBusy => (
             ResponseCode::SystemBusy,
@@ -730,7 +766,10 @@ fn put_response(
         );
         f.insert_str("msgId", &msg_id);
         let mut digits = [0u8; 20];
-        f.insert_str("queueId", decimal(&mut digits, i64::from(queue_id)));
+        f.insert_str(
+            "queueId",
+            decimal(&mut digits, i64::from(response_queue_id)),
+        );
         f.insert_str("queueOffset", decimal(&mut digits, result.queue_offset));
         if let Some(u) = uniq_key {
             f.insert_str("transactionId", u);

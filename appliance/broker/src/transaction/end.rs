@@ -312,22 +312,24 @@ fn decode_half(bytes: &Bytes) -> Result<StoredRecord<'_>, String> {
 }
 
 /// The committed message: the half message back in its real topic/queue as a COMMIT-type
-/// record pointing at the half record (features.md §d.2 step 6).
+/// record pointing at the half record (features.md §d.2 step 6). Its properties are the half
+/// message's, unchanged: upstream 5.x removes REAL_TOPIC, REAL_QID and TRAN_MSG and sets
+/// WAIT=false only on its in-memory copy after the stored property string was already built, so
+/// the record it stores (and consumers see) keeps all of them, `__transactionId__` included.
 fn final_record(
     ctx: &BrokerContext,
     half: &StoredRecord<'_>,
-    mut props: MessageProperties,
+    props: MessageProperties,
 ) -> Result<PutRequest, String> {
     let topic = props
-        .remove(keys::REAL_TOPIC)
+        .get(keys::REAL_TOPIC)
         .filter(|t| !t.is_empty())
-        .ok_or("the half message has no REAL_TOPIC property")?;
+        .ok_or("the half message has no REAL_TOPIC property")?
+        .to_string();
     let queue_id: i32 = props
-        .remove(keys::REAL_QID)
+        .get(keys::REAL_QID)
         .and_then(|q| q.trim().parse().ok())
         .ok_or("the half message has no valid REAL_QID property")?;
-    props.remove(keys::TRAN_MSG);
-    let _ = props.insert(keys::WAIT, "false");
     let sys_flag = sysflag::reset_transaction_value(half.sys_flag, TransactionType::Commit);
     // The committed record points back at its half record (PREPARED TRANSACTION OFFSET).
     let target = CopyTarget {

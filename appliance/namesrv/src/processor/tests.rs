@@ -535,6 +535,47 @@ fn namesrv_config_get_and_update() {
 }
 
 #[test]
+fn namesrv_config_update_refuses_start_only_keys_and_bad_values() {
+    let h = harness("config-refused");
+    let stored = h.dir.join("namesrv.properties");
+    for (body, code, reason) in [
+        ("listenPort=1\n", 16, "listenPort"),
+        (
+            "enableTopicList=false\nbindAddress=198.51.100.254\n",
+            16,
+            "bindAddress",
+        ),
+        ("ringmq.cores.network=0\n", 16, "ringmq.cores.network"),
+        (
+            "scanNotActiveBrokerInterval=1\n",
+            16,
+            "scanNotActiveBrokerInterval",
+        ),
+        ("enableTopicList=maybe\n", 29, "enableTopicList"),
+        (
+            "enableAllTopicList=false\ndefaultThreadPoolNums=many\n",
+            29,
+            "defaultThreadPoolNums",
+        ),
+    ] {
+        let resp = h.call(&request(RequestCode::UpdateNamesrvConfig, &[]).with_body(body));
+        let remark = resp.remark.clone().unwrap_or_default();
+        assert_eq!(resp.code, code, "{body}: {remark}");
+        assert!(remark.contains(reason), "{body}: {remark}");
+        assert!(!stored.exists(), "{body}: nothing saved");
+    }
+    let config = h.processor.config();
+    assert_eq!(config.listen_port, 9876);
+    assert!(config.enable_topic_list && config.enable_all_topic_list);
+    // A valid update still succeeds and is saved.
+    let ok = request(RequestCode::UpdateNamesrvConfig, &[]).with_body("enableTopicList=false\n");
+    assert_eq!(h.call(&ok).code, 0);
+    assert!(!h.processor.config().enable_topic_list);
+    let text = std::fs::read_to_string(&stored).unwrap();
+    assert!(text.contains("enableTopicList=false\n") && text.contains("listenPort=9876\n"));
+}
+
+#[test]
 fn topic_lists_and_admin_edits() {
     let h = harness("lists");
     let mut unit = topic("UNIT_T", 1);
