@@ -188,7 +188,9 @@ pub fn up(args: &[String]) -> ExitCode {
             println!(
                 "usage: ringmq up [--data DIR] [--namesrv-port N] [--broker-port N] [--metrics-port N]\n\
                  Runs a NameServer (default 9876) and a broker (default 10911) in one process,\n\
-                 with all data under DIR (default ./ringmq-data)."
+                 with all data under DIR (default ./ringmq-data). Files are sized for a first try:\n\
+                 64 MiB CommitLog segments, about 130 MiB of disk at start (`ringmq broker`\n\
+                 keeps RocketMQ's 1 GiB segments; see README, \"Disk use\")."
             );
             return ExitCode::SUCCESS;
         }
@@ -219,12 +221,7 @@ pub fn up(args: &[String]) -> ExitCode {
         data_dir.join("namesrv/kvConfig.json").display(),
         data_dir.join("namesrv/namesrv.properties").display()
     );
-    let broker_text = format!(
-        "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
-         listenPort={broker_port}\nnamesrvAddr=127.0.0.1:{namesrv_port}\n\
-         storePathRootDir={}\nautoCreateTopicEnable=true\nringmq.metricsPort={metrics_port}\n",
-        data_dir.join("store").display()
-    );
+    let broker_text = up_broker_properties(&data_dir, namesrv_port, broker_port, metrics_port);
     let (namesrv_config, _) = NamesrvConfig::from_properties_text(&namesrv_text);
     let (broker_config, _) = BrokerConfig::from_properties_text(&broker_text);
     lifecycle::block_shutdown_signals();
@@ -254,6 +251,37 @@ pub fn up(args: &[String]) -> ExitCode {
         namesrv.shutdown();
     });
     ExitCode::SUCCESS
+}
+
+/// `up`'s CommitLog segment size: 64 MiB instead of the production 1 GiB, so a first
+/// try takes about 130 MiB of disk (the segment written to plus the next one, prepared
+/// ahead) rather than 2 GiB.
+pub const UP_COMMIT_LOG_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// `up`'s ConsumeQueue file: 30 000 units of 20 bytes (600 KB; production 6 MB).
+pub const UP_CONSUME_QUEUE_FILE_BYTES: u64 = 30_000 * 20;
+/// `up`'s index file geometry: 100 000 hash slots and 400 000 entries, about 8.4 MB per
+/// index file (production's 5 000 000 / 20 000 000 make 420 MB files).
+pub const UP_MAX_HASH_SLOT_NUM: u32 = 100_000;
+pub const UP_MAX_INDEX_NUM: u32 = 400_000;
+
+/// The broker configuration `up` runs with: one master `broker-a` in `DefaultCluster`,
+/// data under `data_dir/store`, and file sizes made for trying ringmq on a laptop (see
+/// the `UP_*` constants). `ringmq broker` keeps the production sizes.
+pub fn up_broker_properties(
+    data_dir: &Path,
+    namesrv_port: u16,
+    broker_port: u16,
+    metrics_port: u16,
+) -> String {
+    format!(
+        "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
+         listenPort={broker_port}\nnamesrvAddr=127.0.0.1:{namesrv_port}\n\
+         storePathRootDir={}\nautoCreateTopicEnable=true\nringmq.metricsPort={metrics_port}\n\
+         mappedFileSizeCommitLog={UP_COMMIT_LOG_SEGMENT_BYTES}\n\
+         mappedFileSizeConsumeQueue={UP_CONSUME_QUEUE_FILE_BYTES}\n\
+         maxHashSlotNum={UP_MAX_HASH_SLOT_NUM}\nmaxIndexNum={UP_MAX_INDEX_NUM}\n",
+        data_dir.join("store").display()
+    )
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, String> {
@@ -334,5 +362,32 @@ pub fn bench(args: &[String]) -> ExitCode {
     match ringmq_client::bench::run_bench(bench_args) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail(format!("bench failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `up`'s broker config is accepted without notes and gives the store its small file
+    /// sizes, while a plain broker config keeps the production ones.
+    #[test]
+    fn up_uses_small_store_files_and_broker_keeps_production_sizes() {
+        let text = up_broker_properties(Path::new("/srv/ringmq"), 9876, 10911, 0);
+        let (config, notes) = BrokerConfig::from_properties_text(&text);
+        assert!(notes.is_empty(), "{notes:?}");
+        let sc = ringmq_broker::disk_store::store_config(&config).unwrap();
+        assert_eq!(sc.mapped_file_size_commit_log, UP_COMMIT_LOG_SEGMENT_BYTES);
+        assert_eq!(
+            sc.consume_queue_file_size_bytes(),
+            UP_CONSUME_QUEUE_FILE_BYTES
+        );
+        assert_eq!(sc.max_hash_slot_num, UP_MAX_HASH_SLOT_NUM);
+        assert_eq!(sc.max_index_num, UP_MAX_INDEX_NUM);
+        assert_eq!(sc.store_path_root_dir, Path::new("/srv/ringmq/store"));
+
+        let (plain, _) = BrokerConfig::from_properties_text("brokerName=b\n");
+        let sc = ringmq_broker::disk_store::store_config(&plain).unwrap();
+        assert_eq!(sc.mapped_file_size_commit_log, 1024 * 1024 * 1024);
     }
 }

@@ -125,6 +125,11 @@ pub struct StoreConfig {
     /// ...) around every N-th batch's critical section (0: never, 1: every batch). A read
     /// costs about as much as a short critical section, hence sampling.
     pub append_perf_sample_every: u32,
+    /// ringmq (not a properties key): how long ConsumeQueue writes may keep failing before
+    /// puts are refused (LOGIC_QUEUE_ERROR). Upstream retries a failed unit 30 times a
+    /// second apart before it marks the error; dispatch here keeps retrying after that
+    /// too, and puts are accepted again as soon as a retry succeeds.
+    pub logic_queue_error_after_ms: u64,
 }
 
 /// Retention's view of time and disk usage. Production reads the system clock and
@@ -241,6 +246,7 @@ impl Default for StoreConfig {
             direct_write_ring_size_bytes: 64 * 1024 * 1024,
             direct_write_ring_busy_ratio: 75,
             append_perf_sample_every: 16,
+            logic_queue_error_after_ms: 30_000,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! timestamps), validate records (with body CRC when `checkCRCOnRecover`), re-dispatch
 //! what the ConsumeQueues and index lack, then truncate everything past the last valid
 //! record: ConsumeQueue units, index end offset, later segments, and the stale tail of the
-//! last segment (zeroed, so old bytes can never be mistaken for records later).
+//! last segment (zeroed, so old bytes can never be mistaken for records later). After a
+//! clean shutdown the empty next segment the allocator had prepared is kept for reuse.
 
 use crate::checkpoint::CheckpointData;
 use crate::error::StoreError;
@@ -20,6 +21,8 @@ pub(crate) struct Recovered {
     pub process_offset: u64,
     /// Records replayed into ConsumeQueue/index.
     pub redispatched: u64,
+    /// The empty next segment prepared before a clean shutdown was kept for reuse.
+    pub preallocated_kept: bool,
 }
 
 fn first_record_ok(seg: &MappedFile, check_crc: bool) -> Option<(i64, i64)> {
@@ -50,6 +53,7 @@ pub(crate) fn recover(
         return Ok(Recovered {
             process_offset: 0,
             redispatched: 0,
+            preallocated_kept: false,
         });
     }
     let dispatch_from = shared
@@ -143,9 +147,18 @@ pub(crate) fn recover(
             .unwrap_or_else(|p| p.into_inner())
             .truncate_to(process as i64);
     }
-    // Truncate the CommitLog: later segments go, the last one is cut and zeroed.
+    // Truncate the CommitLog: later segments go, the last one is cut and zeroed. The
+    // next segment the allocator had prepared before a clean shutdown is kept on disk
+    // (out of the list: the allocator reopens the same file when asked for it).
+    let next_start = process - process % log.file_size() + log.file_size();
     let gone = log.remove_files(|f| f.from_offset() > process);
+    let mut preallocated_kept = false;
     for g in gone {
+        if last_exit_ok && g.from_offset() == next_start && never_written(&g) {
+            tracing::info!(path = %g.path().display(), "recovery: keeping the pre-allocated next CommitLog segment");
+            preallocated_kept = true;
+            continue;
+        }
         tracing::warn!(path = %g.path().display(), "recovery: deleting CommitLog segment past the valid end");
         g.destroy()?;
     }
@@ -170,5 +183,14 @@ pub(crate) fn recover(
     Ok(Recovered {
         process_offset: process,
         redispatched,
+        preallocated_kept,
     })
+}
+
+/// Whether a segment past the valid end is still as the allocator made it: after a clean
+/// shutdown nothing was appended past the valid end, so a zero first page means the file
+/// was prepared and never used (a used one starts with a record).
+fn never_written(seg: &MappedFile) -> bool {
+    let head = (crate::mapped_file::OS_PAGE_SIZE).min(seg.size()) as usize;
+    seg.slice(0, head).iter().all(|&b| b == 0)
 }

@@ -2,6 +2,8 @@
 //! (flushed offset under SYNC_FLUSH, max offset under ASYNC_FLUSH), parses each record's
 //! header and properties, writes the ConsumeQueue unit and IndexFile entries, and notifies
 //! arrival listeners (long polling). The same `Dispatcher` replays records during recovery.
+//! A record whose ConsumeQueue write fails is retried with back-off from the same offset
+//! until it succeeds; an index write failure leaves records unindexed until it works again.
 
 use crate::consume_queue::ConsumeQueue;
 use crate::error::StoreError;
@@ -12,7 +14,7 @@ use ringmq_remoting::message::record::{self, Decoded, StoredRecord, BLANK_MAGIC}
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Delay topic whose tagsCode is the delivery time.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -26,6 +28,12 @@ const REPUT_IDLE_PARK_MS: u64 = 10;
 /// Most bytes the reput stage reads and parses at once (the reput offset is published after
 /// each chunk, which bounds the lag `dispatch_behind_bytes` reports while catching up).
 const REPUT_CHUNK_BYTES: u64 = 1024 * 1024;
+/// How often a failed index write is tried again (records in between are not indexed).
+pub(crate) const INDEX_RETRY_INTERVAL_MS: u64 = 1000;
+/// First and longest pause before dispatching a record whose ConsumeQueue write failed
+/// again (doubling in between).
+const DISPATCH_RETRY_MIN_MS: u64 = 10;
+const DISPATCH_RETRY_MAX_MS: u64 = 1000;
 
 /// tagsCode of a record per `store.md` §7.1.
 pub fn record_tags_code(topic: &str, props: &[u8], store_timestamp_ms: i64) -> i64 {
@@ -46,6 +54,10 @@ pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
     cache: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>,
     generation: u64,
+    /// Set while the index cannot be written: when to try it again.
+    index_retry_at: Option<Instant>,
+    /// Records left out of the index since it stopped accepting entries.
+    index_skipped_records: u64,
 }
 
 impl Dispatcher {
@@ -55,6 +67,60 @@ impl Dispatcher {
             shared,
             cache: HashMap::new(),
             generation,
+            index_retry_at: None,
+            index_skipped_records: 0,
+        }
+    }
+
+    /// Adds the record's keys to the index. The index only serves queries by key, so a
+    /// failure (typically no space for a new index file) never stops dispatch or puts:
+    /// records are left out of the index and the write is tried again every
+    /// [`INDEX_RETRY_INTERVAL_MS`] until it works.
+    fn build_index(&mut self, topic: &str, rec: &StoredRecord<'_>) {
+        let Some(index) = &self.shared.index else {
+            return;
+        };
+        let now = Instant::now();
+        if self.index_retry_at.is_some_and(|at| now < at) {
+            self.index_skipped_records += 1;
+            return;
+        }
+        let uniq = property(rec.properties, "UNIQ_KEY");
+        let keys = property(rec.properties, "KEYS");
+        // The lock is held until availability is published, so a reader that finds the
+        // new entries also sees the index as available.
+        let mut idx = index.lock().unwrap_or_else(|p| p.into_inner());
+        let built = idx.build_index(
+            topic,
+            uniq,
+            keys,
+            rec.physical_offset,
+            rec.store_timestamp_ms,
+        );
+        match built {
+            Ok(()) if self.index_retry_at.take().is_some() => {
+                self.shared.index_available.store(true, Ordering::Release);
+                tracing::info!(
+                    skipped_records = self.index_skipped_records,
+                    "the message index accepts entries again; records dispatched meanwhile \
+                     cannot be queried by key"
+                );
+                self.index_skipped_records = 0;
+            }
+            Ok(()) => {}
+            Err(e) => {
+                if self.index_retry_at.is_none() {
+                    self.shared.index_available.store(false, Ordering::Release);
+                    tracing::error!(
+                        error = %e,
+                        retry_ms = INDEX_RETRY_INTERVAL_MS,
+                        "building the message index failed; messages are still stored and \
+                         consumable, but not indexed by key until the index can be written"
+                    );
+                }
+                self.index_skipped_records += 1;
+                self.index_retry_at = Some(now + Duration::from_millis(INDEX_RETRY_INTERVAL_MS));
+            }
         }
     }
 
@@ -96,49 +162,20 @@ impl Dispatcher {
         let mut added = false;
         if tx == record::TRANSACTION_NOT_TYPE || tx == record::TRANSACTION_COMMIT_TYPE {
             let cq = self.queue(topic, rec.queue_id);
-            let mut attempt = 0;
-            loop {
-                match cq.put_unit(
-                    rec.physical_offset,
-                    rec.total_size as i32,
-                    tags,
-                    rec.queue_offset,
-                ) {
-                    Ok(a) => {
-                        added = a;
-                        break;
-                    }
-                    Err(e) if attempt < 3 => {
-                        attempt += 1;
-                        tracing::warn!(error = %e, "writing ConsumeQueue unit failed; retrying");
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    Err(e) => {
-                        self.shared.set_flag(crate::store::FLAG_LOGIC_QUEUE_ERROR);
-                        return Err(e);
-                    }
-                }
-            }
+            // One attempt: the reput loop retries the same record with back-off (and
+            // recovery fails the open), so a failure never moves the dispatch position.
+            added = cq.put_unit(
+                rec.physical_offset,
+                rec.total_size as i32,
+                tags,
+                rec.queue_offset,
+            )?;
             self.shared
                 .checkpoint_logics_ts
                 .fetch_max(rec.store_timestamp_ms, Ordering::AcqRel);
         }
         if tx != record::TRANSACTION_ROLLBACK_TYPE {
-            if let Some(index) = &self.shared.index {
-                let uniq = property(rec.properties, "UNIQ_KEY");
-                let keys = property(rec.properties, "KEYS");
-                let mut idx = index.lock().unwrap_or_else(|p| p.into_inner());
-                if let Err(e) = idx.build_index(
-                    topic,
-                    uniq,
-                    keys,
-                    rec.physical_offset,
-                    rec.store_timestamp_ms,
-                ) {
-                    self.shared.set_flag(crate::store::FLAG_INDEX_ERROR);
-                    tracing::error!(error = %e, "building the message index failed; index disabled until restart");
-                }
-            }
+            self.build_index(topic, rec);
         }
         if added && !listeners.is_empty() {
             let ev = ArrivalEvent {
@@ -167,6 +204,13 @@ enum Chunk {
     SkipSegment { bytes: u64, records: u32 },
     /// The chunk's first record is `0` bytes long, more than the chunk holds.
     NeedBytes(usize),
+    /// After `bytes` bytes (`records` records) a record could not be dispatched; it is
+    /// dispatched again from there after a pause.
+    Failed {
+        bytes: u64,
+        records: u32,
+        error: StoreError,
+    },
 }
 
 /// Dispatches the whole records of `chunk`, the bytes at global `start` (inside the segment
@@ -216,8 +260,12 @@ fn dispatch_chunk(
         }
         match record::decode_record(&chunk[pos..pos + size], false) {
             Ok(Decoded::Message(rec)) => {
-                if let Err(e) = dispatcher.dispatch(&rec, listeners) {
-                    tracing::error!(error = %e, offset, "dispatch failed; store no longer writeable");
+                if let Err(error) = dispatcher.dispatch(&rec, listeners) {
+                    return Chunk::Failed {
+                        bytes: pos as u64,
+                        records,
+                        error,
+                    };
                 }
             }
             Ok(Decoded::Blank { .. }) => {}
@@ -246,6 +294,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut dispatcher: Dispatcher, from: u64) {
     let log = Arc::clone(&shared.log);
     let mut reput = from;
     let mut scratch: Vec<u8> = Vec::new();
+    let mut stall: Option<DispatchStall> = None;
     shared.reput_offset.store(reput, Ordering::Release);
     'run: loop {
         // Shutdown sets this after appends stopped and dispatch caught up (or gave up).
@@ -291,7 +340,26 @@ pub(crate) fn run(shared: Arc<Shared>, mut dispatcher: Dispatcher, from: u64) {
                     seg_end,
                     span.bytes(),
                 ) {
+                    Chunk::Failed {
+                        bytes,
+                        records,
+                        error,
+                    } => {
+                        reput += bytes;
+                        shared.reput_offset.store(reput, Ordering::Release);
+                        if records > 0 {
+                            end_stall(&shared, &mut stall);
+                        }
+                        let pause = stall
+                            .get_or_insert_with(|| DispatchStall::new(reput))
+                            .failed(&shared, reput, &error);
+                        pause_unless_exiting(&shared, pause);
+                        continue 'run;
+                    }
                     Chunk::Consumed { bytes, records } => {
+                        if records > 0 {
+                            end_stall(&shared, &mut stall);
+                        }
                         reput += bytes;
                         progressed += records;
                         if records == 0 {
@@ -300,6 +368,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut dispatcher: Dispatcher, from: u64) {
                         break;
                     }
                     Chunk::SkipSegment { bytes, records } => {
+                        if records > 0 {
+                            end_stall(&shared, &mut stall);
+                        }
                         progressed += records;
                         reput = log.roll_next_file(reput + bytes);
                         break;
@@ -318,4 +389,81 @@ pub(crate) fn run(shared: Arc<Shared>, mut dispatcher: Dispatcher, from: u64) {
         }
     }
     shared.reput_offset.store(reput, Ordering::Release);
+}
+
+/// A record whose dispatch keeps failing (a ConsumeQueue file that cannot be created:
+/// no file descriptors, no space, an unwritable directory). The dispatch position stays
+/// at the record and it is tried again with back-off for as long as it takes; puts are
+/// accepted for `logic_queue_error_after_ms` (what was stored becomes consumable once
+/// dispatch catches up), then refused with LOGIC_QUEUE_ERROR until a retry succeeds.
+struct DispatchStall {
+    offset: u64,
+    since: Instant,
+    attempts: u32,
+    refusing_puts: bool,
+}
+
+impl DispatchStall {
+    fn new(offset: u64) -> Self {
+        DispatchStall {
+            offset,
+            since: Instant::now(),
+            attempts: 0,
+            refusing_puts: false,
+        }
+    }
+
+    /// Notes one more failure at `offset`; returns how long to wait before the next try.
+    fn failed(&mut self, shared: &Shared, offset: u64, error: &StoreError) -> Duration {
+        if offset != self.offset {
+            // Records before the failing one went through: a new failure, new clock.
+            *self = DispatchStall::new(offset);
+        }
+        self.attempts += 1;
+        let failing_ms = self.since.elapsed().as_millis() as u64;
+        // First failure, then every 16th: at the longest pause that is one line per 16 s.
+        if self.attempts == 1 || self.attempts.is_multiple_of(16) {
+            tracing::warn!(
+                error = %error, offset, attempts = self.attempts, failing_ms,
+                "dispatching a record to its ConsumeQueue failed; retrying from the same offset"
+            );
+        }
+        if !self.refusing_puts && failing_ms >= shared.config.logic_queue_error_after_ms {
+            self.refusing_puts = true;
+            shared.set_flag(crate::store::FLAG_LOGIC_QUEUE_ERROR);
+            tracing::error!(
+                error = %error, offset, failing_ms,
+                "ConsumeQueue writes keep failing; refusing puts until dispatch recovers"
+            );
+        }
+        let exp = self.attempts.saturating_sub(1).min(16);
+        Duration::from_millis((DISPATCH_RETRY_MIN_MS << exp).min(DISPATCH_RETRY_MAX_MS))
+    }
+}
+
+/// The stalled record has been dispatched: accept puts again if they were refused.
+fn end_stall(shared: &Shared, stall: &mut Option<DispatchStall>) {
+    let Some(s) = stall.take() else { return };
+    if s.refusing_puts {
+        shared.clear_flag(crate::store::FLAG_LOGIC_QUEUE_ERROR);
+    }
+    tracing::info!(
+        offset = s.offset,
+        attempts = s.attempts,
+        failing_ms = s.since.elapsed().as_millis() as u64,
+        "dispatch recovered; nothing was skipped"
+    );
+}
+
+/// Sleeps `pause` (appends wake the thread; it goes back to sleep) unless shutdown lets
+/// the reput stage exit meanwhile.
+fn pause_unless_exiting(shared: &Shared, pause: Duration) {
+    let until = Instant::now() + pause;
+    while !shared.reput_may_exit.load(Ordering::Acquire) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::park_timeout(left);
+    }
 }

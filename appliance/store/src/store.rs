@@ -38,14 +38,11 @@ pub type ArrivalListener = Arc<dyn Fn(&ArrivalEvent<'_>) + Send + Sync>;
 pub(crate) const FLAG_DISK_FULL: u32 = 1;
 /// Running flag: a ConsumeQueue write failed.
 pub(crate) const FLAG_LOGIC_QUEUE_ERROR: u32 = 2;
-/// Running flag: an index write failed.
-pub(crate) const FLAG_INDEX_ERROR: u32 = 4;
 
 /// Reasons a put is refused before it reaches the append stage (log and metrics keys).
 pub const REFUSED_SHUTTING_DOWN: &str = "SHUTTING_DOWN";
 pub const REFUSED_DISK_FULL: &str = "DISK_FULL";
 pub const REFUSED_LOGIC_QUEUE_ERROR: &str = "LOGIC_QUEUE_ERROR";
-pub const REFUSED_INDEX_ERROR: &str = "INDEX_ERROR";
 /// An append batch has run longer than `osPageCacheBusyTimeOutMills`.
 pub const REFUSED_PAGE_CACHE_BUSY: &str = "PAGE_CACHE_BUSY";
 /// Direct mode: unflushed bytes above `ringmq.directWriteRingBusyRatio` of the ring.
@@ -150,6 +147,9 @@ pub(crate) struct Shared {
     pub checkpoint_logics_ts: AtomicI64,
     pub topic_generation: AtomicU64,
     mem_limit_bytes: u64,
+    /// False while index entries cannot be written (records are stored and dispatched but
+    /// not indexed by key; puts go on).
+    pub index_available: AtomicBool,
     /// Refused puts, counted per reason and logged rate-limited.
     pub refusals: RefusalLog,
 }
@@ -342,6 +342,7 @@ impl MessageStore {
             topic_generation: AtomicU64::new(0),
             mem_limit_bytes: physical_memory_bytes() / 100
                 * u64::from(config.access_message_in_memory_max_ratio),
+            index_available: AtomicBool::new(true),
             refusals: RefusalLog::new("put", DEFAULT_REFUSAL_LOG_INTERVAL),
             config,
         });
@@ -350,7 +351,8 @@ impl MessageStore {
         let recovered = crate::recovery::recover(&shared, &mut dispatcher, last_exit_ok, &cp)?;
         tracing::info!(
             root = %root.display(), last_exit_ok, max_offset = recovered.process_offset,
-            redispatched = recovered.redispatched, "store recovered"
+            redispatched = recovered.redispatched,
+            preallocated_kept = recovered.preallocated_kept, "store recovered"
         );
         let direct = config.write_mode == WriteMode::Direct;
         let spec = SegmentSpec {
@@ -566,10 +568,8 @@ impl MessageStore {
         if flags != 0 {
             s.refusals.refused(if flags & FLAG_DISK_FULL != 0 {
                 REFUSED_DISK_FULL
-            } else if flags & FLAG_LOGIC_QUEUE_ERROR != 0 {
-                REFUSED_LOGIC_QUEUE_ERROR
             } else {
-                REFUSED_INDEX_ERROR
+                REFUSED_LOGIC_QUEUE_ERROR
             });
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
         }
@@ -949,9 +949,17 @@ impl MessageStore {
         t
     }
 
-    /// False when disk full, a queue/index write failed, or shut down.
+    /// False when disk full, ConsumeQueue writes have been failing for
+    /// `logic_queue_error_after_ms`, or shut down.
     pub fn is_writeable(&self) -> bool {
         self.shared().is_writeable()
+    }
+
+    /// False while the index cannot be written (e.g. no space for a new index file):
+    /// puts and pulls go on, records dispatched meanwhile cannot be queried by key. It is
+    /// retried about once a second and turns true again by itself.
+    pub fn is_index_available(&self) -> bool {
+        self.shared().index_available.load(Ordering::Acquire)
     }
 
     /// Runs one retention pass now as if triggered by the admin command

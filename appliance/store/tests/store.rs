@@ -1898,3 +1898,6 @@ fn a_segment_whose_unlink_failed_is_deleted_again_later() {
     store.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[path = "store/faults.rs"]
+mod faults;
