@@ -14,12 +14,12 @@ use ringmq_remoting::message::properties;
 use ringmq_remoting::message::record::{decode_record, Decoded};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
-#[path = "broker/upstream_parity.rs"]
-mod upstream_parity;
-#[path = "broker/required_headers.rs"]
-mod required_headers;
 #[path = "broker/config_update_validation.rs"]
 mod config_update_validation;
+#[path = "broker/required_headers.rs"]
+mod required_headers;
+#[path = "broker/upstream_parity.rs"]
+mod upstream_parity;
 
 struct Client {
     stream: TcpStream,
