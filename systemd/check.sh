@@ -19,7 +19,7 @@ bad() { echo "FAIL $1"; failed=$((failed + 1)); }
 # 1. systemd-analyze verify
 if command -v systemd-analyze >/dev/null; then
   mkdir -p "$work/units"
-  for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-controller.service ringmq-tuning.service; do
+  for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-tuning.service; do
     target="$unit"
     [ "$unit" = "ringmq-broker@.service" ] && target="ringmq-broker@broker-a.service"
     sed "s#/usr/bin/ringmq#$bin#" "$here/$unit" > "$work/units/$target"
@@ -41,7 +41,7 @@ stage="$work/root"
 missing=""
 for f in usr/bin/ringmq usr/bin/mqnamesrv usr/bin/mqbroker usr/bin/mqadmin \
          etc/systemd/system/ringmq-namesrv.service etc/systemd/system/ringmq-broker@.service \
-         etc/systemd/system/ringmq-controller.service etc/systemd/system/ringmq-tuning.service \
+         etc/systemd/system/ringmq-tuning.service \
          etc/ringmq/namesrv.conf etc/ringmq/broker-a.conf etc/sysctl.d/60-ringmq.conf \
          usr/lib/sysusers.d/ringmq.conf; do
   [ -e "$stage/$f" ] || missing="$missing $f"

@@ -25,7 +25,7 @@ install -m 0755 "$bin" "$root/usr/bin/ringmq"
 for alias in mqnamesrv mqbroker mqadmin; do
   ln -sfn ringmq "$root/usr/bin/$alias"
 done
-for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-controller.service ringmq-tuning.service; do
+for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-tuning.service; do
   install -m 0644 "$here/$unit" "$root/etc/systemd/system/$unit"
 done
 # Never overwrite an operator's config.

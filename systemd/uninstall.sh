@@ -12,7 +12,7 @@ while [ $# -gt 0 ]; do
     *) echo "uninstall.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-units="ringmq-namesrv.service ringmq-broker@.service ringmq-controller.service ringmq-tuning.service"
+units="ringmq-namesrv.service ringmq-broker@.service ringmq-tuning.service"
 if [ -z "$root" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now ringmq-namesrv.service ringmq-tuning.service 2>/dev/null || true
   systemctl stop 'ringmq-broker@*' 2>/dev/null || true

@@ -9,7 +9,7 @@
 #   tests/conformance/node/node_modules     ali-ons 3.12.0, installed with `npm ci` from the
 #                                           committed package.json + package-lock.json
 #   tests/conformance/.cache                downloaded sdists (checked against pinned sha256)
-# All three are gitignored. See /work/shared/clients.md for why these packages.
+# All three are gitignored. shared/clients.md says why these packages.
 #
 # Idempotent: each part writes a stamp file after it verified itself; when the stamp matches
 # the pins (and a quick smoke check passes) that part is skipped. Use --force to reinstall.

@@ -9,7 +9,7 @@ Owns:
   * small message helpers (property strings, offsetMsgId, batch body split).
 
 It never listens (see fake_server.py for the scripted namesrv/broker). Facts come from
-/work/shared/spec/remoting.md §2-7 and headers.md §1, §8. Every blocking call has a deadline.
+spec/remoting.md (shared specs) §2-7 and headers.md §1, §8. Every blocking call has a deadline.
 """
 
 from __future__ import annotations
