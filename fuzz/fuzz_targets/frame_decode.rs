@@ -1,11 +1,13 @@
 //! Fuzz target `frame_decode`: arbitrary bytes as a receive buffer. Every frame the
 //! decoder yields must re-encode to a frame that decodes to the same command, and its
-//! extFields go through every typed header's decode -> encode -> decode oracle. The raw
-//! bytes are also fed to both header readers directly. Only typed errors may come out.
+//! extFields go through every typed header's decode -> encode -> decode oracle and its
+//! body through every body decoder's (`body_decode` fuzzes bodies alone). The raw bytes
+//! are also fed to both header readers directly. Only typed errors may come out.
 #![no_main]
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
+use ringmq_remoting::body::testing::check_bodies;
 use ringmq_remoting::command::{binary_header, json_header};
 use ringmq_remoting::header::testing::check_decoded;
 use ringmq_remoting::FrameDecoder;
@@ -19,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
     while let Ok(Some(cmd)) = decoder.decode(&mut buf) {
         if let Err(why) = check_decoded(&cmd.ext_fields) {
             panic!("typed header round trip broke: {why}");
+        }
+        if let Err(why) = check_bodies(&cmd.body) {
+            panic!("body round trip broke: {why}");
         }
         let mut wire = BytesMut::new();
         cmd.encode(&mut wire);

@@ -2,11 +2,7 @@
 //! port (`listenPort - 2`) through the runtime's Remoting server, register with the name
 //! servers, run housekeeping (offset persistence every `flushConsumerOffsetInterval`, client
 //! channel expiry every 10 s), and shut all of it down in order, persisting metadata last.
-//!
-//! Also the adapter from the runtime's request context/connection to the broker's
-//! runtime-independent [`RequestCtx`]/[`ClientChannel`].
 
-use std::cell::OnceCell;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,18 +12,18 @@ use std::time::{Duration, Instant};
 use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::server::{
-    Connection, Reply, RequestContext, RequestHandler, Response, Server, ServerConfig, ServerTuning,
+    Connection, Reply, RequestContext, RequestHandler, Server, ServerConfig, ServerTuning,
 };
+use ringmq_store::{MessageStore, StoreApi};
 
 use crate::config::BrokerConfig;
-use crate::context::{BrokerContext, ClientChannel, Deferred, Handled, RequestCtx};
+use crate::context::BrokerContext;
 use crate::metadata::consumer_offset::ConsumerOffsetManager;
 use crate::metadata::delay_offset::DelayOffsetManager;
 use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::TopicConfigManager;
 use crate::register::Registrar;
 use crate::schedule::ScheduleMessageService;
-use crate::store_api::BrokerStore;
 
 /// Why the broker could not start.
 #[derive(Debug)]
@@ -87,7 +83,7 @@ impl Broker {
     /// Starts a broker; `store` overrides the configured store (tests, embedding).
     pub fn start_with_store(
         mut config: BrokerConfig,
-        store: Option<Arc<dyn BrokerStore>>,
+        store: Option<Arc<dyn StoreApi>>,
     ) -> Result<Broker, BrokerError> {
         // The same rules UPDATE_BROKER_CONFIG applies before it saves an update.
         let scope = crate::config_check::CheckScope {
@@ -183,14 +179,14 @@ impl Broker {
                 return Err(BrokerError::Config(e));
             }
         };
-        let mut disk: Option<Arc<crate::disk_store::DiskStore>> = None;
+        let mut disk: Option<Arc<MessageStore>> = None;
         let store = match store {
             Some(s) => s,
-            None => match crate::disk_store::DiskStore::open(&config) {
+            None => match crate::disk_store::open(&config) {
                 Ok(s) => {
                     let s = Arc::new(s);
                     disk = Some(s.clone());
-                    s as Arc<dyn BrokerStore>
+                    s as Arc<dyn StoreApi>
                 }
                 Err(e) => {
                     for s in servers {
@@ -206,8 +202,7 @@ impl Broker {
             store_for_hold.max_offset_in_queue(topic, queue_id)
         }));
         if let Some(d) = disk {
-            ctx.metrics
-                .set_store_probe(Box::new(move || d.inner().metrics()));
+            ctx.metrics.set_store_probe(Box::new(move || d.metrics()));
         }
         let servers = Arc::new(Mutex::new(servers));
         let for_probe = servers.clone();
@@ -390,7 +385,7 @@ fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<(
                 }
                 if last_scan.elapsed() >= Duration::from_millis(EXPIRY_SCAN_MS) {
                     last_scan = Instant::now();
-                    ctx.scan_expired_channels();
+                    crate::processor::client_manage::scan_expired_channels(&ctx);
                 }
             }
         })
@@ -429,81 +424,23 @@ impl RequestHandler for BrokerHandler {
                     .into(),
             );
         };
-        let adapter = RuntimeCtx {
-            rc,
-            channel: OnceCell::new(),
-        };
         let (started, request_code) = (Instant::now(), request.code);
-        match ctx.dispatch(request, &adapter) {
-            Handled::Now(r) => {
-                ctx.metrics.record_rpc(
-                    request_code,
-                    r.command.code,
-                    r.command.remark.as_deref(),
-                    started.elapsed(),
-                    false,
-                );
-                Reply::Now(Response {
-                    command: r.command,
-                    extra_body: r.extra_body,
-                })
-            }
-            Handled::Later => Reply::Later,
-            Handled::Nothing => Reply::Nothing,
+        let reply = crate::processor::dispatch(ctx, request, rc);
+        if let Reply::Now(r) = &reply {
+            ctx.metrics.record_rpc(
+                request_code,
+                r.command.code,
+                r.command.remark.as_deref(),
+                started.elapsed(),
+                false,
+            );
         }
+        reply
     }
 
     fn on_close(&self, conn: &Connection) {
         if let Some(ctx) = self.ctx.get() {
-            ctx.on_channel_closed(conn.id());
+            crate::processor::client_manage::on_channel_closed(ctx, conn.id());
         }
-    }
-}
-
-struct RuntimeCtx<'a> {
-    rc: &'a RequestContext,
-    /// Built on first use only: sends and pulls need just the peer address.
-    channel: OnceCell<Arc<dyn ClientChannel>>,
-}
-
-impl RequestCtx for RuntimeCtx<'_> {
-    fn peer_addr(&self) -> SocketAddr {
-        self.rc.connection().peer_addr()
-    }
-    fn channel_id(&self) -> u64 {
-        self.rc.connection().id()
-    }
-    fn channel(&self) -> &Arc<dyn ClientChannel> {
-        self.channel
-            .get_or_init(|| Arc::new(RuntimeChannel(self.rc.connection().clone())))
-    }
-    fn defer(&self) -> Deferred {
-        let responder = self.rc.responder();
-        Box::new(move |r| {
-            responder.respond(Response {
-                command: r.command,
-                extra_body: r.extra_body,
-            })
-        })
-    }
-}
-
-struct RuntimeChannel(Connection);
-
-impl ClientChannel for RuntimeChannel {
-    fn id(&self) -> u64 {
-        self.0.id()
-    }
-    fn peer_addr(&self) -> SocketAddr {
-        self.0.peer_addr()
-    }
-    fn is_alive(&self) -> bool {
-        self.0.is_alive()
-    }
-    fn send_oneway(&self, command: RemotingCommand) -> bool {
-        self.0.send_oneway(command)
-    }
-    fn close(&self) {
-        self.0.close()
     }
 }

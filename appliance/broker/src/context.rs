@@ -1,15 +1,17 @@
 //! The broker's shared state (`BrokerContext`: config, metadata managers, client tables, the
-//! store, the long-polling hold service) and the request dispatch by code, independent of the
-//! network runtime: a request arrives with a [`RequestCtx`] (its connection and a way to answer
-//! later) and leaves as [`Handled`].
+//! store, the long-polling hold service) and the answers every processor shares (header
+//! errors, error responses). Requests reach the processors through
+//! [`crate::processor::dispatch`] with the runtime's `RequestContext` and leave as its `Reply`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use ringmq_remoting::codes::{RequestCode, ResponseCode};
+use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::header::{read_field, FieldValue, HeaderError};
 use ringmq_remoting::message::id::UniqKeyGenerator;
 use ringmq_remoting::{ExtFields, RemotingCommand};
+use ringmq_runtime::Reply;
+use ringmq_store::StoreApi;
 
 use crate::client::consumer_manager::{ConsumerManager, RebalanceLockManager};
 use crate::client::producer_manager::ProducerManager;
@@ -19,78 +21,6 @@ use crate::metadata::consumer_offset::ConsumerOffsetManager;
 use crate::metadata::delay_offset::DelayOffsetManager;
 use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::TopicConfigManager;
-use crate::processor;
-use crate::store_api::BrokerStore;
-
-/// A client connection as the broker's tables hold it (implemented by the runtime's
-/// `Connection`, and by fakes in tests).
-pub trait ClientChannel: Send + Sync {
-    fn id(&self) -> u64;
-    fn peer_addr(&self) -> SocketAddr;
-    fn is_alive(&self) -> bool;
-    /// Sends a server-initiated oneway request (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
-    fn send_oneway(&self, command: RemotingCommand) -> bool;
-    fn close(&self);
-}
-
-/// A response frame: `command` plus body chunks written after `command.body` without copying
-/// (pull / query responses carry stored records this way: as memory chunks, or as file
-/// ranges of CommitLog segments that are spliced to the socket).
-#[derive(Debug)]
-pub struct BrokerResponse {
-    pub command: RemotingCommand,
-    pub extra_body: Vec<ringmq_runtime::BodyChunk>,
-}
-
-impl From<RemotingCommand> for BrokerResponse {
-    fn from(command: RemotingCommand) -> Self {
-        Self {
-            command,
-            extra_body: Vec::new(),
-        }
-    }
-}
-
-/// Answers a request later, from any thread (send completions, woken long polls).
-pub type Deferred = Box<dyn FnOnce(BrokerResponse) + Send>;
-
-/// What a processor did with a request.
-#[derive(Debug)]
-pub enum Handled {
-    /// Answer now on the network core.
-    Now(BrokerResponse),
-    /// The processor took a [`Deferred`] and answers later.
-    Later,
-    /// Oneway request: no answer.
-    Nothing,
-}
-
-impl From<RemotingCommand> for Handled {
-    fn from(command: RemotingCommand) -> Self {
-        Handled::Now(command.into())
-    }
-}
-
-/// The request's environment as the runtime provides it.
-pub trait RequestCtx {
-    /// A handle to the connection for the client tables.
-    fn channel(&self) -> &Arc<dyn ClientChannel>;
-    /// The client's address as the broker sees it (BORNHOST of sends); runtimes override
-    /// it so the send path does not need a channel handle.
-    fn peer_addr(&self) -> SocketAddr {
-        self.channel().peer_addr()
-    }
-    /// The connection's id (stable for its lifetime).
-    fn channel_id(&self) -> u64 {
-        self.channel().id()
-    }
-    /// Takes the right to answer later; call at most once per request.
-    fn defer(&self) -> Deferred;
-    /// How long the request waited before reaching its processor, when the runtime knows.
-    fn queued_ms(&self) -> u64 {
-        0
-    }
-}
 
 /// A predicate over a message's property string (`name 0x01 value 0x02 …`), e.g. a compiled
 /// SQL92 expression.
@@ -123,7 +53,7 @@ pub struct BrokerContext {
     pub consumers: ConsumerManager,
     pub producers: ProducerManager,
     pub locks: RebalanceLockManager,
-    pub store: Arc<dyn BrokerStore>,
+    pub store: Arc<dyn StoreApi>,
     pub hold: Arc<PullHoldService>,
     pub uniq_keys: Mutex<UniqKeyGenerator>,
     /// Delay level → ms (level 1 at index 0).
@@ -142,9 +72,9 @@ impl BrokerContext {
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
         delay_offsets: DelayOffsetManager,
-        store: Arc<dyn BrokerStore>,
+        store: Arc<dyn StoreApi>,
     ) -> Arc<Self> {
-        let store_host = crate::store_api::store_host_addr(&config.broker_ip1, config.listen_port);
+        let store_host = crate::disk_store::store_host_addr(&config.broker_ip1, config.listen_port);
         let delay_levels_ms = config.delay_levels_ms().unwrap_or_else(|e| {
             tracing::error!("messageDelayLevel is invalid ({e}); using the default levels");
             crate::config::parse_delay_levels(crate::config::DEFAULT_MESSAGE_DELAY_LEVEL)
@@ -187,7 +117,7 @@ impl BrokerContext {
     }
 
     /// An in-memory context for tests: managers without files, the given store.
-    pub fn for_tests(config: BrokerConfig, store: Arc<dyn BrokerStore>) -> Arc<Self> {
+    pub fn for_tests(config: BrokerConfig, store: Arc<dyn StoreApi>) -> Arc<Self> {
         let topics = TopicConfigManager::new(&config, None);
         let groups = SubscriptionGroupManager::new(&config, None);
         let ctx = Self::new(
@@ -202,93 +132,6 @@ impl BrokerContext {
         ctx.live.set_config_file(None);
         ctx
     }
-
-    /// Routes one request to its processor. Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a
-    /// request missing a required header field gets SYSTEM_ERROR naming the field.
-    pub fn dispatch(self: &Arc<Self>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
-        let Some(code) = RequestCode::from_code(request.code) else {
-            return not_supported(&request);
-        };
-        // Required header fields are checked here, once, from remoting's typed headers,
-        // so no handler acts on a request that lacks one (`@CFNotNull` fields upstream).
-        if let Err(e) =
-            ringmq_remoting::header::check_required_for_code(request.code, &request.ext_fields)
-        {
-            return header_error(&request, e);
-        }
-        use RequestCode as C;
-        match code {
-            C::SendMessage | C::SendMessageV2 | C::SendBatchMessage => {
-                processor::send::process(self, request, rc)
-            }
-            C::PullMessage | C::LitePullMessage => processor::pull::process(self, request, rc),
-            C::QueryConsumerOffset => processor::offset::query_consumer_offset(self, &request),
-            C::UpdateConsumerOffset => processor::offset::update_consumer_offset(self, &request),
-            C::GetMaxOffset => processor::offset::get_max_offset(self, &request),
-            C::GetMinOffset => processor::offset::get_min_offset(self, &request),
-            C::SearchOffsetByTimestamp => {
-                processor::offset::search_offset_by_timestamp(self, &request)
-            }
-            C::GetEarliestMsgStoretime => {
-                processor::offset::get_earliest_msg_storetime(self, &request)
-            }
-            C::HeartBeat => processor::client_manage::heartbeat(self, &request, rc),
-            C::UnregisterClient => processor::client_manage::unregister_client(self, &request, rc),
-            C::CheckClientConfig => processor::client_manage::check_client_config(self, &request),
-            C::GetConsumerListByGroup => {
-                processor::client_manage::get_consumer_list_by_group(self, &request)
-            }
-            C::LockBatchMq => processor::client_manage::lock_batch_mq(self, &request),
-            C::UnlockBatchMq => processor::client_manage::unlock_batch_mq(self, &request),
-            C::ViewMessageById => processor::query::view_message_by_id(self, &request),
-            C::QueryMessage => processor::query::query_message(self, &request),
-            C::ConsumerSendMsgBack => crate::retry::consumer_send_msg_back(self, request, rc),
-            C::EndTransaction => crate::transaction::end_transaction(self, request, rc),
-            _ => match processor::admin::process(self, &request, rc) {
-                Some(handled) => handled,
-                None => not_supported(&request),
-            },
-        }
-    }
-
-    /// A connection closed: drop its registrations (consumer groups are notified).
-    pub fn on_channel_closed(&self, channel_id: u64) {
-        let changed = self.consumers.remove_channel(channel_id);
-        self.producers.remove_channel(channel_id);
-        for group in changed {
-            processor::client_manage::notify_consumer_ids_changed(self, &group);
-        }
-    }
-
-    /// Drops clients silent for `channelExpiredTimeout` (the housekeeping scan).
-    pub fn scan_expired_channels(&self) {
-        let now = crate::persist::now_ms();
-        let timeout = self.config.channel_expired_timeout_ms as i64;
-        for (group, channel) in self.consumers.scan_expired(now, timeout) {
-            tracing::warn!(group, peer = %channel.peer_addr(), "consumer channel expired: no heartbeat for {timeout} ms; closing");
-            channel.close();
-            processor::client_manage::notify_consumer_ids_changed(self, &group);
-        }
-        for channel in self.producers.scan_expired(now, timeout) {
-            tracing::warn!(peer = %channel.peer_addr(), "producer channel expired: no heartbeat for {timeout} ms");
-        }
-    }
-}
-
-fn not_supported(request: &RemotingCommand) -> Handled {
-    tracing::debug!(
-        code = request.code,
-        "request code not supported by this broker"
-    );
-    if request.is_oneway() {
-        return Handled::Nothing;
-    }
-    request
-        .response_to(
-            ResponseCode::RequestCodeNotSupported.code(),
-            Some(format!(" request type {} not supported", request.code)),
-        )
-        .into()
 }
 
 /// A response with `code` and `remark` (and a log line, since every error should be visible
@@ -321,10 +164,10 @@ pub fn optional<T: FieldValue>(
 }
 
 /// The SYSTEM_ERROR answer for an undecodable header.
-pub fn header_error(request: &RemotingCommand, e: HeaderError) -> Handled {
+pub fn header_error(request: &RemotingCommand, e: HeaderError) -> Reply {
     tracing::warn!(code = request.code, "bad request header: {e}");
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     request
         .response_to(ResponseCode::SystemError.code(), Some(e.to_string()))

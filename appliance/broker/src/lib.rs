@@ -19,7 +19,6 @@ pub mod processor;
 pub mod register;
 pub mod retry;
 pub mod schedule;
-pub mod store_api;
 #[cfg(test)]
 mod test_support;
 pub mod transaction;

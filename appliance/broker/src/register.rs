@@ -419,7 +419,7 @@ impl Registrar {
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
-    use crate::store_api::MemStore;
+    use ringmq_store::MemStore;
 
     #[test]
     fn body_carries_the_topic_table() {

@@ -14,14 +14,13 @@ use ringmq_remoting::message::id;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded, RecordFields};
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::{Reply, RequestContext};
+use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
-use crate::context::{
-    error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
-};
+use crate::context::{error_response, header_error, BrokerContext};
 use crate::metadata::topic_config::{self as topics, PERM_READ, PERM_WRITE};
 use crate::processor::send::{random_below, subscription_group_not_exist_remark};
 use crate::schedule;
-use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
 
 /// Queues of a `%DLQ%group` topic (upstream `DLQ_NUMS_PER_GROUP`).
 pub const DLQ_QUEUE_NUMS: u32 = 1;
@@ -115,10 +114,10 @@ pub fn route_retry_send(
     Ok(RetrySendRoute::DeadLetter { topic: dlq })
 }
 
-fn refuse(request: &RemotingCommand, code: ResponseCode, remark: String) -> Handled {
+fn refuse(request: &RemotingCommand, code: ResponseCode, remark: String) -> Reply {
     tracing::warn!(code = code.name(), "send-back refused: {remark}");
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     error_response(request, code, remark).into()
 }
@@ -127,8 +126,8 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: String) -> Hand
 pub fn consumer_send_msg_back(
     ctx: &Arc<BrokerContext>,
     request: RemotingCommand,
-    rc: &dyn RequestCtx,
-) -> Handled {
+    rc: &RequestContext,
+) -> Reply {
     let header: ConsumerSendMsgBackRequestHeader = match request.decode_header() {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
@@ -309,7 +308,7 @@ pub fn consumer_send_msg_back(
     };
     let oneway = request.is_oneway();
     let response = request.response_to(ResponseCode::Success.code(), None);
-    let done = if oneway { None } else { Some(rc.defer()) };
+    let done = if oneway { None } else { Some(rc.responder()) };
     let group_owned = group.to_string();
     ctx.store.put(
         put,
@@ -324,15 +323,15 @@ pub fn consumer_send_msg_back(
                 response.code = ResponseCode::SystemError.code();
                 response.remark = Some(result.status.name().to_string());
             }
-            if let Some(deferred) = done {
-                deferred(BrokerResponse::from(response));
+            if let Some(responder) = done {
+                responder.respond(response);
             }
         }),
     );
     if oneway {
-        Handled::Nothing
+        Reply::Nothing
     } else {
-        Handled::Later
+        Reply::Later
     }
 }
 
@@ -341,29 +340,10 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
     use crate::metadata::subscription_group::SubscriptionGroupConfig;
-    use crate::store_api::{AcceptAll, BrokerStore, MemStore};
-    use crate::test_support::{send_simple, test_context};
+    use crate::test_support::{finish, send_simple, test_context, FakeChannel};
     use ringmq_remoting::header::CommandHeader;
     use ringmq_remoting::message::properties;
-    use std::sync::mpsc;
-    use std::sync::Mutex;
-    use std::time::Duration;
-
-    struct Rc {
-        channel: Arc<dyn crate::context::ClientChannel>,
-        tx: Mutex<Option<mpsc::Sender<BrokerResponse>>>,
-    }
-    impl RequestCtx for Rc {
-        fn channel(&self) -> &Arc<dyn crate::context::ClientChannel> {
-            &self.channel
-        }
-        fn defer(&self) -> crate::context::Deferred {
-            let tx = self.tx.lock().unwrap().take().unwrap();
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            })
-        }
-    }
+    use ringmq_store::{AcceptAll, MemStore, StoreApi};
 
     /// Calls the processor directly (the dispatcher wiring is the broker-core's).
     fn send_back(
@@ -371,16 +351,9 @@ mod tests {
         header: &ConsumerSendMsgBackRequestHeader,
     ) -> RemotingCommand {
         let req = RemotingCommand::request(36, 9).with_header(header);
-        let (tx, rx) = mpsc::channel();
-        let rc = Rc {
-            channel: crate::test_support::FakeChannel::new(1),
-            tx: Mutex::new(Some(tx)),
-        };
-        match consumer_send_msg_back(ctx, req, &rc) {
-            Handled::Now(r) => r.command,
-            Handled::Later => rx.recv_timeout(Duration::from_secs(5)).unwrap().command,
-            Handled::Nothing => panic!("no answer"),
-        }
+        let ch = FakeChannel::new(1);
+        let rc = ch.request_context(&req);
+        finish(consumer_send_msg_back(ctx, req, &rc), &ch).command
     }
 
     fn header(group: &str, offset: i64, delay_level: i32) -> ConsumerSendMsgBackRequestHeader {
@@ -561,12 +534,8 @@ mod tests {
         );
         // Missing header field.
         let req = RemotingCommand::request(36, 1).with_ext("group", "G");
-        let (tx, _rx) = mpsc::channel();
-        let rc = Rc {
-            channel: crate::test_support::FakeChannel::new(1),
-            tx: Mutex::new(Some(tx)),
-        };
-        let Handled::Now(r) = consumer_send_msg_back(&ctx, req, &rc) else {
+        let rc = FakeChannel::new(1).request_context(&req);
+        let Reply::Now(r) = consumer_send_msg_back(&ctx, req, &rc) else {
             panic!()
         };
         assert_eq!(r.command.code, ResponseCode::SystemError.code());

@@ -22,10 +22,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded, RecordFields};
+use ringmq_store::{AcceptAll, GetMessageStatus, PutMessageStatus, PutRequest, PutResult};
 
 use crate::context::BrokerContext;
 use crate::metadata::topic_config::{SCHEDULE_TOPIC, TRANS_HALF_TOPIC};
-use crate::store_api::{AcceptAll, GetMessageStatus, PutMessageStatus, PutRequest, PutResult};
 
 /// Most delay levels a `messageDelayLevel` string may define (upstream's default has 18).
 pub const MAX_DELAY_LEVELS: usize = 64;
@@ -43,7 +43,7 @@ pub const FLUSH_DELAY_OFFSET_INTERVAL_MS: i64 = 10_000;
 pub const MAX_DELIVER_PER_TURN: usize = 1024;
 /// Records read from a schedule queue per store call.
 const READ_BATCH_MSGS: i32 = 32;
-const READ_BATCH_BYTES: i32 = 4 * 1024 * 1024;
+const READ_BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// How long one re-put may take before the level retries it.
 const PUT_TIMEOUT_MS: u64 = 10_000;
 
@@ -542,10 +542,10 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
-    use crate::store_api::{BrokerStore, MemStore};
     use crate::test_support::{run, test_context};
     use ringmq_remoting::message::properties;
     use ringmq_remoting::RemotingCommand;
+    use ringmq_store::{MemStore, StoreApi};
 
     fn send_delayed(ctx: &Arc<BrokerContext>, topic: &str, level: i32, body: &str) {
         let mut r = RemotingCommand::request(310, 1);
@@ -694,7 +694,7 @@ mod tests {
                 groups,
                 crate::metadata::consumer_offset::ConsumerOffsetManager::new(None),
                 delay,
-                store.clone() as Arc<dyn BrokerStore>,
+                store.clone() as Arc<dyn StoreApi>,
             )
         };
         let ctx = make_ctx();

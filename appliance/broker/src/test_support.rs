@@ -1,81 +1,104 @@
-//! Test helpers for processor unit tests: a fake client connection that records what the
-//! broker pushes to it, an in-memory broker context, and `run` helpers that dispatch a request
-//! and wait for deferred answers.
+//! Test helpers for processor unit tests: a client connection with no socket that records
+//! what the broker pushes to it and the answers it gets (the runtime's detached connection),
+//! an in-memory broker context, and `run` helpers that dispatch a request and wait for
+//! deferred answers.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::server::test_util::{DetachedConnection, Posted};
+use ringmq_runtime::{Connection, Reply, RequestContext, Response};
+use ringmq_store::{MemStore, StoreApi};
 
 use crate::config::BrokerConfig;
-use crate::context::{BrokerContext, BrokerResponse, ClientChannel, Deferred, Handled, RequestCtx};
-use crate::store_api::{BrokerStore, MemStore};
+use crate::context::BrokerContext;
 
+/// A client connection: what the broker sent on it oneway, and the deferred answers it got.
 pub struct FakeChannel {
-    id: u64,
+    detached: DetachedConnection,
     sent: Mutex<Vec<RemotingCommand>>,
-    closed: Mutex<bool>,
+    answers: Mutex<VecDeque<Option<Response>>>,
 }
+
+/// How long a test waits for a deferred answer by default.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
 impl FakeChannel {
+    /// Connection `id` from 127.0.0.1, port 40000 + `id % 1000`.
     pub fn new(id: u64) -> Arc<Self> {
+        let peer = SocketAddr::from(([127, 0, 0, 1], 40000 + (id % 1000) as u16));
         Arc::new(Self {
-            id,
+            detached: DetachedConnection::new(id, peer).expect("a detached test connection"),
             sent: Mutex::new(Vec::new()),
-            closed: Mutex::new(false),
+            answers: Mutex::new(VecDeque::new()),
         })
     }
+
+    /// The connection handle the broker's client tables keep.
+    pub fn connection(&self) -> Connection {
+        self.detached.connection().clone()
+    }
+
+    /// The context a processor gets for `request` on this connection.
+    pub fn request_context(&self, request: &RemotingCommand) -> RequestContext {
+        self.detached.request_context(request)
+    }
+
+    /// Every oneway request the broker sent on this connection so far.
     pub fn sent(&self) -> Vec<RemotingCommand> {
+        self.collect();
         self.sent.lock().unwrap().clone()
     }
+
+    /// The oldest deferred answer not yet taken; an error when there is none yet, or when
+    /// the responder was dropped unanswered.
+    pub fn try_recv(&self) -> Result<Response, String> {
+        answered(self.take_answer())
+    }
+
+    /// [`FakeChannel::try_recv`], waiting up to `timeout` for an answer.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Response, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let answer = self.take_answer();
+            if answer.is_some() || Instant::now() >= deadline {
+                return answered(answer);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn take_answer(&self) -> Option<Option<Response>> {
+        self.collect();
+        self.answers.lock().unwrap().pop_front()
+    }
+
+    fn collect(&self) {
+        for posted in self.detached.take_posted() {
+            match posted {
+                Posted::Answer(r) => self.answers.lock().unwrap().push_back(r),
+                Posted::Oneway(command) => self.sent.lock().unwrap().push(command),
+                Posted::Close => {}
+            }
+        }
+    }
 }
 
-impl ClientChannel for FakeChannel {
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn peer_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], 40000 + (self.id % 1000) as u16))
-    }
-    fn is_alive(&self) -> bool {
-        !*self.closed.lock().unwrap()
-    }
-    fn send_oneway(&self, command: RemotingCommand) -> bool {
-        self.sent.lock().unwrap().push(command);
-        true
-    }
-    fn close(&self) {
-        *self.closed.lock().unwrap() = true;
-    }
-}
-
-struct TestCtx {
-    channel: Arc<dyn ClientChannel>,
-    tx: Mutex<Option<mpsc::Sender<BrokerResponse>>>,
-    queued_ms: u64,
-}
-
-impl RequestCtx for TestCtx {
-    fn channel(&self) -> &Arc<dyn ClientChannel> {
-        &self.channel
-    }
-    fn defer(&self) -> Deferred {
-        let tx = self.tx.lock().unwrap().take().expect("defer called twice");
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        })
-    }
-    fn queued_ms(&self) -> u64 {
-        self.queued_ms
+fn answered(answer: Option<Option<Response>>) -> Result<Response, String> {
+    match answer {
+        Some(Some(r)) => Ok(r),
+        Some(None) => Err("the responder was dropped unanswered".into()),
+        None => Err("no answer yet".into()),
     }
 }
 
 /// A context over a fresh [`MemStore`] with the hold service running.
 pub fn test_context(config: BrokerConfig) -> (Arc<BrokerContext>, Arc<MemStore>) {
     let store = Arc::new(MemStore::new());
-    let ctx = BrokerContext::for_tests(config, store.clone() as Arc<dyn BrokerStore>);
+    let ctx = BrokerContext::for_tests(config, store.clone() as Arc<dyn StoreApi>);
     let s = store.clone();
     ctx.hold
         .start(Box::new(move |t, q| s.max_offset_in_queue(t, q)));
@@ -85,56 +108,46 @@ pub fn test_context(config: BrokerConfig) -> (Arc<BrokerContext>, Arc<MemStore>)
 fn dispatch(
     ctx: &Arc<BrokerContext>,
     req: RemotingCommand,
-    ch: Arc<dyn ClientChannel>,
+    ch: &FakeChannel,
     queued_ms: u64,
-) -> (Handled, Receiver<BrokerResponse>) {
-    let (tx, rx) = mpsc::channel();
-    let rc = TestCtx {
-        channel: ch,
-        tx: Mutex::new(Some(tx)),
-        queued_ms,
-    };
-    (ctx.dispatch(req, &rc), rx)
+) -> Reply {
+    let rc = ch.request_context(&req);
+    crate::processor::dispatch_after_queue(ctx, req, &rc, queued_ms)
 }
 
-fn finish(handled: Handled, rx: Receiver<BrokerResponse>) -> BrokerResponse {
-    match handled {
-        Handled::Now(r) => r,
-        Handled::Later => rx
-            .recv_timeout(Duration::from_secs(5))
+/// The answer to a request a processor returned `reply` for on `ch`: at once, or deferred
+/// (waited for up to 5 s).
+pub fn finish(reply: Reply, ch: &FakeChannel) -> Response {
+    match reply {
+        Reply::Now(r) => r,
+        Reply::Later => ch
+            .recv_timeout(ANSWER_WAIT)
             .expect("deferred answer within 5 s"),
-        Handled::Nothing => panic!("no answer for a two-way request"),
+        Reply::Nothing => panic!("no answer for a two-way request"),
     }
 }
 
-pub fn run(ctx: &Arc<BrokerContext>, req: RemotingCommand) -> BrokerResponse {
-    let (h, rx) = dispatch(ctx, req, FakeChannel::new(1), 0);
-    finish(h, rx)
+pub fn run(ctx: &Arc<BrokerContext>, req: RemotingCommand) -> Response {
+    run_on(ctx, req, &FakeChannel::new(1))
 }
 
-pub fn run_on(
-    ctx: &Arc<BrokerContext>,
-    req: RemotingCommand,
-    ch: &Arc<FakeChannel>,
-) -> BrokerResponse {
-    let (h, rx) = dispatch(ctx, req, ch.clone(), 0);
-    finish(h, rx)
+pub fn run_on(ctx: &Arc<BrokerContext>, req: RemotingCommand, ch: &Arc<FakeChannel>) -> Response {
+    finish(dispatch(ctx, req, ch, 0), ch)
 }
 
 pub fn run_with_queue_delay(
     ctx: &Arc<BrokerContext>,
     req: RemotingCommand,
     queued_ms: u64,
-) -> BrokerResponse {
-    let (h, rx) = dispatch(ctx, req, FakeChannel::new(1), queued_ms);
-    finish(h, rx)
+) -> Response {
+    let ch = FakeChannel::new(1);
+    finish(dispatch(ctx, req, &ch, queued_ms), &ch)
 }
 
-pub fn run_deferred(
-    ctx: &Arc<BrokerContext>,
-    req: RemotingCommand,
-) -> (Handled, Receiver<BrokerResponse>) {
-    dispatch(ctx, req, FakeChannel::new(1), 0)
+/// Dispatches on a fresh connection; its deferred answer, if any, arrives on that connection.
+pub fn run_deferred(ctx: &Arc<BrokerContext>, req: RemotingCommand) -> (Reply, Arc<FakeChannel>) {
+    let ch = FakeChannel::new(1);
+    (dispatch(ctx, req, &ch, 0), ch)
 }
 
 /// Sends one message (V2 header) with `tag` (none when empty) and `KEYS=KEY-1`.
@@ -144,7 +157,7 @@ pub fn send_simple(
     queue_id: i32,
     tag: &str,
     body: &[u8],
-) -> BrokerResponse {
+) -> Response {
     let mut props = String::from("KEYS\u{1}KEY-1\u{2}WAIT\u{1}true\u{2}");
     if !tag.is_empty() {
         props.push_str(&format!("TAGS\u{1}{tag}\u{2}"));

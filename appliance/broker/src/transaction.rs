@@ -30,11 +30,11 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, RecordFields, StoredRecord};
+use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
 use crate::metadata::topic_config::TRANS_OP_HALF_TOPIC;
-use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
 
 pub use check::{CheckOutcome, TransactionalMessageCheckService};
 pub use end::end_transaction;

@@ -18,6 +18,8 @@ use ringmq_remoting::{FrameDecoder, RemotingCommand};
 mod config_update_validation;
 #[path = "broker/required_headers.rs"]
 mod required_headers;
+#[path = "broker/store_api.rs"]
+mod store_api;
 #[path = "broker/upstream_parity.rs"]
 mod upstream_parity;
 
@@ -597,8 +599,8 @@ fn zero_copy_pulls(c: &mut Client) -> Vec<(i32, Option<String>, Vec<u8>)> {
 #[test]
 fn pulls_served_from_file_ranges_equal_pulls_served_from_memory() {
     use ringmq_broker::processor::pull::pull_body;
-    use ringmq_broker::store_api::AcceptAll;
     use ringmq_runtime::BodyChunk;
+    use ringmq_store::AcceptAll;
 
     let dir = temp_dir("zerocopy");
     let broker = Broker::start(config_zero_copy(&dir, 0)).expect("broker starts");
@@ -624,10 +626,11 @@ fn pulls_served_from_file_ranges_equal_pulls_served_from_memory() {
 
     // Same store, every file span now sent by splice.
     let broker = Broker::start(config_zero_copy(&dir, 1)).expect("broker restarts");
-    let store_view = broker
-        .context()
-        .store
-        .get_message("TopicZC", 0, 0, 32, i32::MAX, &AcceptAll);
+    let store_view =
+        broker
+            .context()
+            .store
+            .get_message("TopicZC", 0, 0, 32, i32::MAX as usize, &AcceptAll);
     assert_eq!(
         store_view.file_spans.len(),
         1,

@@ -3,6 +3,7 @@
 //! behaves as that subcommand, so RocketMQ operators keep their habits.
 
 mod admin;
+mod bench;
 mod lifecycle;
 mod notify;
 mod serve;
@@ -51,7 +52,7 @@ fn main() -> ExitCode {
         "up" => serve::up(rest),
         "tune" => tune::main(rest),
         "admin" => admin::main(rest),
-        "bench" => serve::bench(&args),
+        "bench" => bench::main(&args),
         "version" | "--version" | "-V" => {
             println!("ringmq {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

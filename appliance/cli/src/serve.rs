@@ -1,6 +1,6 @@
 //! The serving subcommands: `namesrv`, `broker` and `up`, with RocketMQ's CLI flags
 //! (`-c` config file, `-n` namesrv address, `-p` print config and exit, `-m` print the
-//! important config and exit), plus `bench`, which hands over to the client crate.
+//! important config and exit).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -343,26 +343,6 @@ fn probe(addr: SocketAddr) -> bool {
         }
     }
     false
-}
-
-/// `ringmq bench producer|consumer|e2e ...`; `args[0]` is the program name, as clap wants.
-pub fn bench(args: &[String]) -> ExitCode {
-    use clap::Parser;
-    let bench_args = match ringmq_client::bench::BenchArgs::try_parse_from(args) {
-        Ok(bench_args) => bench_args,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    match ringmq_client::bench::run_bench(bench_args) {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => fail(format!("bench failed: {e}")),
-    }
 }
 
 #[cfg(test)]

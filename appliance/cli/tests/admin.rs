@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use ringmq_remoting::json::{self, Value};
 
+#[path = "admin/bench.rs"]
+mod bench;
+
 const BIN: &str = env!("CARGO_BIN_EXE_ringmq");
 /// Longest any single admin command may take before the test kills it.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);

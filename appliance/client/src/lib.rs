@@ -1,5 +1,5 @@
 //! ringmq's own Rust client for Apache RocketMQ's Remoting protocol, used by the admin CLI,
-//! the benchmark and the integration tests.
+//! the `ringmq bench` load generator (in the cli crate) and the integration tests.
 //!
 //! Layers:
 //! - [`transport`]: pooled, pipelined connections on compio (the servers' runtime): requests
@@ -12,14 +12,12 @@
 //! - [`consumer`]: explicit pull API (long polling, offsets, send-back) and a push consumer
 //!   (heartbeat, average-allocation rebalance, offset commits, retry send-back).
 //! - [`admin`]: typed `mqadmin`-style calls to name servers and brokers.
-//! - [`bench`]: the `ringmq bench` load generator ([`run_bench`], [`BenchArgs`]).
 //! - [`blocking`]: `block_on` for single-threaded callers and [`Blocking`] /
 //!   [`BlockingClient`], client state on a background runtime thread for everyone else.
 //!
 //! All async types are bound to the compio runtime thread that created them (`!Send`).
 
 pub mod admin;
-pub mod bench;
 pub mod blocking;
 pub mod consumer;
 pub mod error;
@@ -29,7 +27,6 @@ pub mod route;
 pub mod transport;
 
 pub use admin::{Admin, ConsumeStats, TopicSpec, TopicStats};
-pub use bench::{run_bench, BenchArgs, BenchMode, BenchSummary, SendMode};
 pub use blocking::{block_on, Blocking, BlockingClient};
 pub use consumer::{
     ConsumeFrom, ConsumeResult, MessageListener, PullConsumer, PullConsumerConfig, PullOptions,

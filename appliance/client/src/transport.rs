@@ -214,7 +214,9 @@ impl Conn {
         wakers.extend(self.drain_waiters.borrow_mut().drain(..));
         wakers.extend(self.writer_waker.borrow_mut().take());
         wakers.extend(self.sweeper_waker.borrow_mut().take());
-        // SAFETY-free libc call: shutting down an fd we own (the tasks hold the stream open).
+        // SAFETY: shutdown(2) takes no pointers. `fd` still names this connection's socket:
+        // the reader task holds its half of the stream open until it sees `closed`, which
+        // only this first call sets, so the descriptor cannot have been closed and reused.
         unsafe {
             libc::shutdown(self.fd, libc::SHUT_RDWR);
         }

@@ -819,61 +819,6 @@ fn push_consumer_rebalances_consumes_sends_back_and_commits() {
     assert!(g.unregistered);
 }
 
-#[test]
-fn bench_producer_runs_against_a_fake_broker() {
-    let broker = FakeServer::start(Arc::new(|req| Action::Reply(send_ok(req, 10911))));
-    let ns = fake_namesrv(route_json(&[("broker-a", &broker.addr())]));
-    let args = <ringmq_client::BenchArgs as clap::Parser>::try_parse_from([
-        "bench",
-        "producer",
-        "-n",
-        &ns.addr(),
-        "-t",
-        "BenchT",
-        "-s",
-        "100",
-        "-w",
-        "4",
-        "--duration",
-        "1",
-        "--json",
-        "--quiet",
-    ])
-    .unwrap();
-    let summary = ringmq_client::run_bench(args).unwrap();
-    assert!(summary.messages > 0, "{summary:?}");
-    assert_eq!(summary.failures, 0, "{summary:?}");
-    assert_eq!(summary.bytes, summary.messages * 100);
-    assert!(
-        summary.p50_ms > 0.0
-            && summary.p50_ms <= summary.p99_ms
-            && summary.p99_ms <= summary.max_ms
-    );
-    let sent = broker.seen.lock().unwrap().len() as u64;
-    assert!(
-        sent >= summary.messages,
-        "every counted message reached the broker"
-    );
-    // Unreachable name server: an actionable error, not a hang.
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
-    let args = <ringmq_client::BenchArgs as clap::Parser>::try_parse_from([
-        "bench",
-        "producer",
-        "-n",
-        &dead,
-        "--duration",
-        "1",
-        "--quiet",
-    ])
-    .unwrap();
-    let err = ringmq_client::run_bench(args).unwrap_err();
-    assert!(err.to_string().contains(&dead), "{err}");
-}
-
 /// Throughput smoke test (run with `--ignored --nocapture`): sync sends through the
 /// producer against the in-test broker; prints messages per second.
 #[test]

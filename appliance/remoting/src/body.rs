@@ -7,4 +7,6 @@ pub mod kv;
 pub mod register;
 pub mod route;
 pub mod stats;
+#[doc(hidden)]
+pub mod testing;
 pub mod topic;

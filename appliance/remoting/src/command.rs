@@ -4,7 +4,6 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codes::LanguageCode;
-use crate::header::{CommandHeader, HeaderError};
 
 /// Bit 0 of `flag`: the command is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -485,22 +484,6 @@ impl RemotingCommand {
 
     pub fn with_ext(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.ext_fields.insert(key, value);
-        self
-    }
-
-    /// Decodes the typed custom header `H` from this command's extFields.
-    pub fn decode_header<H: CommandHeader>(&self) -> Result<H, HeaderError> {
-        H::decode(&self.ext_fields)
-    }
-
-    /// Writes `header`'s fields into this command's extFields (other keys are kept).
-    pub fn set_header<H: CommandHeader>(&mut self, header: &H) {
-        header.encode(&mut self.ext_fields);
-    }
-
-    /// Builder form of [`RemotingCommand::set_header`].
-    pub fn with_header<H: CommandHeader>(mut self, header: &H) -> Self {
-        self.set_header(header);
         self
     }
 

@@ -36,7 +36,7 @@
 //! assert_eq!(back, header);
 //! ```
 
-use crate::command::ExtFields;
+use crate::command::{ExtFields, RemotingCommand};
 
 /// Why a custom header could not be read: names the field, so the error remark tells a
 /// client developer exactly what to fix.
@@ -97,10 +97,52 @@ pub trait CommandHeader: Sized {
     }
 }
 
+/// Typed-header access on a command. Declared here rather than in `command` so the frame
+/// layer does not depend on the header layer above it.
+impl RemotingCommand {
+    /// Decodes the typed custom header `H` from this command's extFields.
+    pub fn decode_header<H: CommandHeader>(&self) -> Result<H, HeaderError> {
+        H::decode(&self.ext_fields)
+    }
+
+    /// Writes `header`'s fields into this command's extFields (other keys are kept).
+    pub fn set_header<H: CommandHeader>(&mut self, header: &H) {
+        header.encode(&mut self.ext_fields);
+    }
+
+    /// Builder form of [`RemotingCommand::set_header`].
+    pub fn with_header<H: CommandHeader>(mut self, header: &H) -> Self {
+        self.set_header(header);
+        self
+    }
+}
+
+/// The value type of one header field: with [`FieldSpec`], a header's schema, so code that
+/// walks headers generically (test generators, diagnostics) needs no per-header code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    String,
+    I32,
+    I64,
+    Bool,
+    BoundaryType,
+}
+
+/// One row of a header's table: its wire key, value type, and whether a request may leave
+/// it out (an `Option<T>` field, or one with an `or` default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSpec {
+    pub key: &'static str,
+    pub kind: FieldKind,
+    pub optional: bool,
+}
+
 /// The text form of one header field value.
 pub trait FieldValue: Sized {
     /// What the value should have looked like, for [`HeaderError::Malformed`].
     const EXPECTED: &'static str;
+    /// The value type, for the header's [`FieldSpec`] table.
+    const KIND: FieldKind;
     /// Whether `text` means "not given". Empty text is absent for everything but strings.
     fn is_absent(text: &str) -> bool {
         text.is_empty()
@@ -109,13 +151,11 @@ pub trait FieldValue: Sized {
     fn parse(text: &str) -> Option<Self>;
     /// The canonical text Java's `toString` produces.
     fn to_text(&self) -> String;
-    /// An arbitrary value drawn from `src` (round-trip tests and fuzzing).
-    #[doc(hidden)]
-    fn sample(src: &mut testing::SampleSource<'_>) -> Self;
 }
 
 impl FieldValue for String {
     const EXPECTED: &'static str = "string";
+    const KIND: FieldKind = FieldKind::String;
     fn is_absent(_text: &str) -> bool {
         false
     }
@@ -125,39 +165,33 @@ impl FieldValue for String {
     fn to_text(&self) -> String {
         self.clone()
     }
-    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
-        src.string()
-    }
 }
 
 impl FieldValue for i32 {
     const EXPECTED: &'static str = "32-bit integer";
+    const KIND: FieldKind = FieldKind::I32;
     fn parse(text: &str) -> Option<Self> {
         text.parse().ok()
     }
     fn to_text(&self) -> String {
         self.to_string()
-    }
-    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
-        src.int() as i32
     }
 }
 
 impl FieldValue for i64 {
     const EXPECTED: &'static str = "64-bit integer";
+    const KIND: FieldKind = FieldKind::I64;
     fn parse(text: &str) -> Option<Self> {
         text.parse().ok()
     }
     fn to_text(&self) -> String {
         self.to_string()
     }
-    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
-        src.int()
-    }
 }
 
 impl FieldValue for bool {
     const EXPECTED: &'static str = "boolean (true/false/1/0)";
+    const KIND: FieldKind = FieldKind::Bool;
     fn parse(text: &str) -> Option<Self> {
         if text.eq_ignore_ascii_case("true") || text == "1" {
             Some(true)
@@ -169,9 +203,6 @@ impl FieldValue for bool {
     }
     fn to_text(&self) -> String {
         if *self { "true" } else { "false" }.to_owned()
-    }
-    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
-        src.byte() & 1 == 1
     }
 }
 
@@ -186,6 +217,7 @@ pub enum BoundaryType {
 
 impl FieldValue for BoundaryType {
     const EXPECTED: &'static str = "boundary type (LOWER/UPPER)";
+    const KIND: FieldKind = FieldKind::BoundaryType;
     fn parse(text: &str) -> Option<Self> {
         if text.eq_ignore_ascii_case("lower") {
             Some(Self::Lower)
@@ -201,13 +233,6 @@ impl FieldValue for BoundaryType {
             Self::Upper => "UPPER",
         }
         .to_owned()
-    }
-    fn sample(src: &mut testing::SampleSource<'_>) -> Self {
-        if src.byte() & 1 == 1 {
-            Self::Upper
-        } else {
-            Self::Lower
-        }
     }
 }
 
@@ -232,18 +257,22 @@ pub fn read_field<T: FieldValue>(
 /// How a struct field type maps onto an extFields key: a plain `T` is required, an
 /// `Option<T>` optional.
 pub trait HeaderField: Sized {
+    /// The value type of the field.
+    const KIND: FieldKind;
+    /// Whether the field may be absent (an `Option<T>`).
+    const OPTIONAL: bool;
     fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError>;
     fn encode_field(&self, fields: &mut ExtFields, key: &'static str);
     /// `Err(Missing)` when the field is required and `fields` has no present value for
     /// it (absent by text counts as missing, as [`read_field`] reads it).
     fn check_present(fields: &ExtFields, key: &'static str) -> Result<(), HeaderError>;
-    #[doc(hidden)]
-    fn sample_field(src: &mut testing::SampleSource<'_>) -> Self;
 }
 
 macro_rules! header_field_impls {
     ($($t:ty),*) => {$(
         impl HeaderField for $t {
+            const KIND: FieldKind = <$t as FieldValue>::KIND;
+            const OPTIONAL: bool = false;
             fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
                 read_field::<$t>(fields, key)?.ok_or(HeaderError::Missing { field: key })
             }
@@ -256,11 +285,10 @@ macro_rules! header_field_impls {
                     _ => Err(HeaderError::Missing { field: key }),
                 }
             }
-            fn sample_field(src: &mut testing::SampleSource<'_>) -> Self {
-                <$t as FieldValue>::sample(src)
-            }
         }
         impl HeaderField for Option<$t> {
+            const KIND: FieldKind = <$t as FieldValue>::KIND;
+            const OPTIONAL: bool = true;
             fn decode_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
                 read_field::<$t>(fields, key)
             }
@@ -271,13 +299,6 @@ macro_rules! header_field_impls {
             }
             fn check_present(_fields: &ExtFields, _key: &'static str) -> Result<(), HeaderError> {
                 Ok(())
-            }
-            fn sample_field(src: &mut testing::SampleSource<'_>) -> Self {
-                if src.byte() % 3 == 0 {
-                    None
-                } else {
-                    Some(<$t as FieldValue>::sample(src))
-                }
             }
         }
     )*};
@@ -316,15 +337,17 @@ macro_rules! command_header {
             /// Every wire key of this header, in table order (the `+rpc` keys excluded).
             pub const KEYS: &'static [&'static str] = &[$($key),*];
 
-            /// An arbitrary header drawn from `src` (round-trip tests and fuzzing).
-            #[doc(hidden)]
-            #[allow(unused_variables)]
-            pub fn sample(src: &mut $crate::header::testing::SampleSource<'_>) -> Self {
-                Self {
-                    $( $field: <$ty as $crate::header::HeaderField>::sample_field(src), )*
-                    $( $rpc: $crate::header::RpcFields::sample(src), )?
-                }
-            }
+            /// The header's table: every field's key, type and optionality, in order.
+            pub const FIELDS: &'static [$crate::header::FieldSpec] = &[$(
+                $crate::header::FieldSpec {
+                    key: $key,
+                    kind: <$ty as $crate::header::HeaderField>::KIND,
+                    optional: command_header!(@optional $ty $(, $default)?),
+                },
+            )*];
+
+            /// Whether the header also carries the `+rpc` keys (those of `RpcFields::FIELDS`).
+            pub const HAS_RPC: bool = command_header!(@has_rpc $($rpc)?);
         }
 
         impl $crate::header::CommandHeader for $name {
@@ -359,6 +382,18 @@ macro_rules! command_header {
         <$ty as $crate::header::HeaderField>::check_present($fields, $key)?
     };
     (@check $fields:ident, $ty:ty, $key:literal, $default:expr) => {};
+    (@optional $ty:ty) => {
+        <$ty as $crate::header::HeaderField>::OPTIONAL
+    };
+    (@optional $ty:ty, $default:expr) => {
+        true
+    };
+    (@has_rpc) => {
+        false
+    };
+    (@has_rpc $rpc:ident) => {
+        true
+    };
 }
 
 command_header! {

@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
+use ringmq_remoting::body::testing::check_bodies;
 use ringmq_remoting::codes::LanguageCode;
 use ringmq_remoting::command::{binary_header, json_header, HeaderDecodeError};
 use ringmq_remoting::header::testing::{
@@ -14,6 +15,8 @@ use ringmq_remoting::header::testing::{
 use ringmq_remoting::header::*;
 use ringmq_remoting::{ExtFields, FrameDecoder, FrameError, RemotingCommand, SerializeType};
 
+#[path = "protocol/bodies.rs"]
+mod bodies;
 #[path = "protocol/many_keys.rs"]
 mod many_keys;
 
@@ -381,6 +384,7 @@ fn chew(bytes: &[u8]) {
     let mut buf = BytesMut::from(bytes);
     while let Ok(Some(cmd)) = decoder.decode(&mut buf) {
         check_decoded(&cmd.ext_fields).unwrap();
+        check_bodies(&cmd.body).unwrap();
         // Whatever decodes re-encodes to a frame that decodes to the same command.
         assert_eq!(decode_one(&encode(&cmd)).unwrap().unwrap(), cmd);
     }
@@ -710,6 +714,7 @@ fn real_client_frames_decode_and_reencode() {
             typed += 1;
         }
         check_decoded(&cmd.ext_fields).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check_bodies(&cmd.body).unwrap_or_else(|e| panic!("{name} body: {e}"));
     }
     eprintln!(
         "{} real-client frames decoded, {typed} with a typed header",

@@ -27,11 +27,14 @@ use ringmq_remoting::{RemotingCommand, ResponseCode, SerializeType};
 use crate::stall::{StallStats, DEFAULT_STALL_THRESHOLD};
 
 mod conn;
+mod core_local;
 mod core_loop;
 mod file_range;
 mod recv;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 
-pub(crate) use self::core_loop::{CoreMsg, CoreShared};
+pub(crate) use self::core_local::{CoreMsg, CoreShared};
 pub use self::file_range::{
     BodyChunk, FileRange, SharedFile, MAX_PIPES_PER_CORE, MAX_STALLED_SPLICES, PIPE_TARGET_BYTES,
 };
@@ -58,6 +61,13 @@ pub enum Reply {
     Later,
     /// No answer (oneway requests).
     Nothing,
+}
+
+impl From<RemotingCommand> for Reply {
+    /// An answer now with no extra body chunks.
+    fn from(command: RemotingCommand) -> Self {
+        Reply::Now(command.into())
+    }
 }
 
 /// A response frame. The frame body is `command.body` followed by the `extra_body`

@@ -8,34 +8,22 @@
 //! completes them itself (ASYNC_FLUSH).
 
 use crate::commit_log::AllocatorHandle;
-use crate::config::FlushDiskType;
+use crate::config::{FlushDiskType, StoreConfig};
 use crate::direct::DirectRing;
-use crate::flush::{FlushMsg, Waiter};
 use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
-use crate::store::Shared;
+use crate::shared::Shared;
+use crate::stage_msg::{AppendMsg, FlushMsg, Waiter};
 use crate::types::{PutMessageStatus, PutRequest, PutResult};
 use crate::util::now_ms;
 use bytes::BytesMut;
 use ringmq_remoting::message::record::{self, BLANK_RECORD_SIZE};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Completion of a put, run on a stage thread.
-pub type PutCallback = Box<dyn FnOnce(PutResult) + Send>;
-
-/// Messages to the append stage.
-pub(crate) enum AppendMsg {
-    Put {
-        req: PutRequest,
-        done: PutCallback,
-    },
-    /// Forget a topic's queue offsets (topic deleted).
-    DeleteTopic(String),
-    /// Finish queued work, stop; the flush stage is told to stop after a final flush.
-    Shutdown(SyncSender<()>),
-}
+pub use crate::types::PutCallback;
 
 /// The append stage's state; lives on its thread.
 pub(crate) struct AppendStage {
@@ -92,6 +80,83 @@ static ZERO_PAGE: [u8; OS_PAGE_SIZE as usize] = [0; OS_PAGE_SIZE as usize];
 /// Least time between two log lines about failed CommitLog writes.
 const WRITE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How much one batch takes, and how its puts complete.
+struct BatchLimits {
+    max_requests: usize,
+    max_bytes: usize,
+    /// SYNC_FLUSH: puts that wait for the store complete after the flush.
+    sync: bool,
+    sync_timeout: Duration,
+}
+
+impl BatchLimits {
+    fn new(config: &StoreConfig) -> Self {
+        BatchLimits {
+            max_requests: config.append_batch_max_requests.max(1),
+            max_bytes: config.append_batch_max_bytes.max(1),
+            sync: config.flush_disk_type == FlushDiskType::SyncFlush,
+            sync_timeout: Duration::from_millis(config.sync_flush_timeout_ms),
+        }
+    }
+}
+
+/// One batch's messages and the completions it produces (buffers reused across batches).
+struct Batch {
+    msgs: Vec<AppendMsg>,
+    /// Puts this stage completes once the batch is published.
+    done_now: Vec<(PutCallback, PutResult)>,
+    /// SYNC_FLUSH puts handed to the flush stage.
+    waiters: Vec<Waiter>,
+}
+
+impl Batch {
+    fn with_capacity(n: usize) -> Self {
+        Batch {
+            msgs: Vec::with_capacity(n),
+            done_now: Vec::with_capacity(n),
+            waiters: Vec::with_capacity(n),
+        }
+    }
+
+    /// The batch's write failed from `from` on: those puts are not stored.
+    fn fail_from(&mut self, from: u64) {
+        let failed =
+            |r: &PutResult| r.status == PutMessageStatus::PutOk && r.wrote_offset as u64 >= from;
+        for (_, r) in self.done_now.iter_mut() {
+            if failed(r) {
+                *r = PutResult::failed(PutMessageStatus::UnknownError);
+            }
+        }
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if failed(&self.waiters[i].result) {
+                let w = self.waiters.swap_remove(i);
+                self.done_now
+                    .push((w.done, PutResult::failed(PutMessageStatus::UnknownError)));
+            } else {
+                i += 1;
+            }
+        }
+        self.waiters.sort_by_key(|w| w.target);
+    }
+
+    /// Messages and bytes of the batch's stored puts.
+    fn stored_totals(&self) -> (u64, u64) {
+        let (mut msgs, mut bytes) = (0u64, 0u64);
+        for r in self
+            .done_now
+            .iter()
+            .map(|(_, r)| r)
+            .chain(self.waiters.iter().map(|w| &w.result))
+            .filter(|r| r.status == PutMessageStatus::PutOk)
+        {
+            msgs += r.msg_num as u64;
+            bytes += r.wrote_bytes as u64;
+        }
+        (msgs, bytes)
+    }
+}
+
 impl AppendStage {
     pub fn new(
         shared: Arc<Shared>,
@@ -126,10 +191,7 @@ impl AppendStage {
 
     pub fn run(mut self) {
         crate::util::pin_current_thread(self.shared.config.append_core, "append");
-        let max_batch = self.shared.config.append_batch_max_requests.max(1);
-        let max_batch_bytes = self.shared.config.append_batch_max_bytes.max(1);
-        let sync = self.shared.config.flush_disk_type == FlushDiskType::SyncFlush;
-        let timeout = Duration::from_millis(self.shared.config.sync_flush_timeout_ms);
+        let limits = BatchLimits::new(&self.shared.config);
         if let Some(ring) = &self.ring {
             ring.set_writer();
         }
@@ -137,29 +199,13 @@ impl AppendStage {
         if let Some(a) = &self.active {
             self.allocator.prepare(a.from_offset() + a.size());
         }
-        let mut batch: Vec<AppendMsg> = Vec::with_capacity(max_batch);
-        let mut done_now: Vec<(PutCallback, PutResult)> = Vec::with_capacity(max_batch);
-        let mut waiters: Vec<Waiter> = Vec::with_capacity(max_batch);
+        let mut batch = Batch::with_capacity(limits.max_requests);
         let mut perf = crate::perf_event::BatchSampler::open(
             "append",
             self.shared.config.append_perf_sample_every,
             &self.shared.metrics.append_perf,
         );
-        loop {
-            match self.rx.recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
-            }
-            let mut batch_bytes = msg_bytes(&batch[0]);
-            while batch.len() < max_batch && batch_bytes < max_batch_bytes {
-                match self.rx.try_recv() {
-                    Ok(m) => {
-                        batch_bytes += msg_bytes(&m);
-                        batch.push(m);
-                    }
-                    Err(_) => break,
-                }
-            }
+        while let Some(batch_bytes) = self.receive(&mut batch.msgs, &limits) {
             // Wait for write-ring room before the batch is timed as lock hold: the wait
             // is the disk's pace, not work on the CommitLog tail.
             self.wait_ring_room(batch_bytes as u64);
@@ -169,108 +215,122 @@ impl AppendStage {
             self.last_store_timestamp_ms = now;
             self.shared
                 .begin_time_in_lock_ms
-                .store(now, std::sync::atomic::Ordering::Release);
-            let mut shutdown = None;
-            for msg in batch.drain(..) {
-                match msg {
-                    AppendMsg::Put { req, done } => {
-                        let wait = req.wait_store_msg_ok;
-                        let r = self.append(req, now);
-                        if sync && wait && r.status == PutMessageStatus::PutOk {
-                            waiters.push(Waiter {
-                                target: (r.wrote_offset + i64::from(r.wrote_bytes)) as u64,
-                                deadline: t0 + timeout,
-                                result: r,
-                                done,
-                            });
-                        } else {
-                            done_now.push((done, r));
-                        }
-                    }
-                    AppendMsg::DeleteTopic(t) => {
-                        self.topic_queue_table.remove(&t);
-                    }
-                    AppendMsg::Shutdown(tx) => shutdown = Some(tx),
-                }
-            }
+                .store(now, Ordering::Release);
+            let shutdown = self.append_batch(&mut batch, now, t0 + limits.sync_timeout, &limits);
             let _ = self.commit();
             if let Some(from) = self.failed_from.take() {
-                // The batch's write failed from `from` on: those puts are not stored.
-                let failed = |r: &PutResult| {
-                    r.status == PutMessageStatus::PutOk && r.wrote_offset as u64 >= from
-                };
-                for (_, r) in done_now.iter_mut() {
-                    if failed(r) {
-                        *r = PutResult::failed(PutMessageStatus::UnknownError);
-                    }
-                }
-                let mut i = 0;
-                while i < waiters.len() {
-                    if failed(&waiters[i].result) {
-                        let w = waiters.swap_remove(i);
-                        done_now.push((w.done, PutResult::failed(PutMessageStatus::UnknownError)));
-                    } else {
-                        i += 1;
-                    }
-                }
-                waiters.sort_by_key(|w| w.target);
+                batch.fail_from(from);
             }
-            let (mut msgs, mut bytes) = (0u64, 0u64);
-            for r in done_now
-                .iter()
-                .map(|(_, r)| r)
-                .chain(waiters.iter().map(|w| &w.result))
-                .filter(|r| r.status == PutMessageStatus::PutOk)
-            {
-                msgs += r.msg_num as u64;
-                bytes += r.wrote_bytes as u64;
-            }
+            let (msgs, bytes) = batch.stored_totals();
             self.publish(now);
             self.shared
                 .begin_time_in_lock_ms
-                .store(0, std::sync::atomic::Ordering::Release);
+                .store(0, Ordering::Release);
             let held_us = t0.elapsed().as_micros() as u64;
             perf.end(&self.shared.metrics.append_perf);
-            let _ = self.lock_hold_us.record(held_us.max(1));
-            self.shared
-                .metrics
-                .record_append_batch(msgs, bytes, &mut self.lock_hold_us);
-            if held_us > 500_000 {
-                tracing::warn!(
-                    held_us,
-                    "append batch held the CommitLog tail for over 500 ms"
-                );
-            }
-            if !waiters.is_empty() {
-                let w = std::mem::replace(&mut waiters, Vec::with_capacity(max_batch));
-                if let Err(e) = self.flush_tx.send(FlushMsg::Waiters(w)) {
-                    // Flush stage gone (shutdown race): complete as stored-but-unconfirmed.
-                    if let FlushMsg::Waiters(w) = e.0 {
-                        for w in w {
-                            let mut r = w.result;
-                            r.status = PutMessageStatus::FlushDiskTimeout;
-                            (w.done)(r);
-                        }
-                    }
-                }
-            } else if sync {
-                // WAIT=false puts: the bytes still get flushed soon.
-                let _ = self.flush_tx.try_send(FlushMsg::Wake);
-            }
-            if let Some(ring) = &self.ring {
-                // The direct flusher writes appended bytes as they come.
-                ring.wake_flusher();
-            }
-            for (done, r) in done_now.drain(..) {
-                done(r);
-            }
-            if !sync {
-                self.shared.wake_reput();
-            }
+            self.record_batch(held_us, msgs, bytes);
+            self.complete(&mut batch, &limits);
             if let Some(tx) = shutdown {
                 let _ = self.flush_tx.send(FlushMsg::Shutdown(tx));
                 break;
             }
+        }
+    }
+
+    /// Waits for the next message, then takes what else is queued up to the batch limits;
+    /// returns the batch's record bytes, or None once every producer is gone.
+    fn receive(&self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> Option<usize> {
+        batch.push(self.rx.recv().ok()?);
+        let mut batch_bytes = msg_bytes(&batch[0]);
+        while batch.len() < limits.max_requests && batch_bytes < limits.max_bytes {
+            match self.rx.try_recv() {
+                Ok(m) => {
+                    batch_bytes += msg_bytes(&m);
+                    batch.push(m);
+                }
+                Err(_) => break,
+            }
+        }
+        Some(batch_bytes)
+    }
+
+    /// Appends the batch's puts and applies its other messages; returns the shutdown
+    /// request if the batch held one.
+    fn append_batch(
+        &mut self,
+        batch: &mut Batch,
+        now: i64,
+        flush_deadline: Instant,
+        limits: &BatchLimits,
+    ) -> Option<SyncSender<()>> {
+        let mut shutdown = None;
+        for msg in batch.msgs.drain(..) {
+            match msg {
+                AppendMsg::Put { req, done } => {
+                    let wait = req.wait_store_msg_ok;
+                    let r = self.append(req, now);
+                    if limits.sync && wait && r.status == PutMessageStatus::PutOk {
+                        batch.waiters.push(Waiter {
+                            target: (r.wrote_offset + i64::from(r.wrote_bytes)) as u64,
+                            deadline: flush_deadline,
+                            result: r,
+                            done,
+                        });
+                    } else {
+                        batch.done_now.push((done, r));
+                    }
+                }
+                AppendMsg::DeleteTopic(t) => {
+                    self.topic_queue_table.remove(&t);
+                }
+                AppendMsg::Shutdown(tx) => shutdown = Some(tx),
+            }
+        }
+        shutdown
+    }
+
+    /// Adds one batch to the lock-hold metrics; warns about a batch that held the tail long.
+    fn record_batch(&mut self, held_us: u64, msgs: u64, bytes: u64) {
+        let _ = self.lock_hold_us.record(held_us.max(1));
+        self.shared
+            .metrics
+            .record_append_batch(msgs, bytes, &mut self.lock_hold_us);
+        if held_us > 500_000 {
+            tracing::warn!(
+                held_us,
+                "append batch held the CommitLog tail for over 500 ms"
+            );
+        }
+    }
+
+    /// After the batch is published: hands SYNC_FLUSH waiters to the flush stage, wakes the
+    /// direct flusher, completes the rest, and (ASYNC_FLUSH) wakes dispatch.
+    fn complete(&self, batch: &mut Batch, limits: &BatchLimits) {
+        if !batch.waiters.is_empty() {
+            let w = std::mem::replace(&mut batch.waiters, Vec::with_capacity(limits.max_requests));
+            if let Err(e) = self.flush_tx.send(FlushMsg::Waiters(w)) {
+                // Flush stage gone (shutdown race): complete as stored-but-unconfirmed.
+                if let FlushMsg::Waiters(w) = e.0 {
+                    for w in w {
+                        let mut r = w.result;
+                        r.status = PutMessageStatus::FlushDiskTimeout;
+                        (w.done)(r);
+                    }
+                }
+            }
+        } else if limits.sync {
+            // WAIT=false puts: the bytes still get flushed soon.
+            let _ = self.flush_tx.try_send(FlushMsg::Wake);
+        }
+        if let Some(ring) = &self.ring {
+            // The direct flusher writes appended bytes as they come.
+            ring.wake_flusher();
+        }
+        for (done, r) in batch.done_now.drain(..) {
+            done(r);
+        }
+        if !limits.sync {
+            self.shared.wake_reput();
         }
     }
 
@@ -299,6 +359,20 @@ impl AppendStage {
         self.shared.log.push_file(Arc::clone(&f));
         self.active = Some(f);
         Ok(())
+    }
+
+    /// Waits (direct mode) for ring room inside a batch. The flusher writes only published
+    /// bytes, so when the records appended so far in this batch are what fills the ring,
+    /// they are published first: otherwise the stage would wait for room that only its own
+    /// publication can free, and every put would hang. Publishing early only makes those
+    /// records readable before their puts are acknowledged, as between any two batches.
+    fn wait_ring_room_in_batch(&mut self, len: u64) {
+        let Some(ring) = &self.ring else { return };
+        let end = self.wrote + len.min(ring.size() / 2);
+        if end > ring.room_end() && self.wrote > self.shared.log.max_offset() {
+            self.publish(self.last_store_timestamp_ms);
+        }
+        self.wait_ring_room(len);
     }
 
     /// Waits (direct mode) until the write ring has room for `len` more bytes (at most
@@ -393,139 +467,29 @@ impl AppendStage {
             self.write_errors += 1;
             return PutResult::failed(PutMessageStatus::UnknownError);
         }
-        let file_size = self.shared.log.file_size();
         let len = req.records.len() as u64;
-        if len + BLANK_RECORD_SIZE as u64 > file_size {
-            return PutResult::failed(PutMessageStatus::MessageIllegal);
+        if let Err(status) = self.check_put_size(len) {
+            return PutResult::failed(status);
         }
-        if let Some(ring) = &self.ring {
-            // The ring discipline can never make room for more than this at once.
-            if len > ring.size() - OS_PAGE_SIZE {
-                tracing::warn!(
-                    bytes = len,
-                    ring_bytes = ring.size(),
-                    "put larger than the direct write ring (ringmq.directWriteRingSize); refused"
-                );
-                return PutResult::failed(PutMessageStatus::MessageIllegal);
-            }
-        }
-        let needs_roll = match &self.active {
-            None => true,
-            Some(a) => self.wrote >= a.from_offset() + file_size,
-        };
-        if needs_roll {
-            if let Err(e) = self.roll() {
-                tracing::error!(error = %e, offset = self.wrote, "no CommitLog segment to append to");
-                return PutResult::failed(PutMessageStatus::CreateMappedFileFailed);
-            }
-        }
-        let pos = self.wrote % file_size;
-        if pos + len + BLANK_RECORD_SIZE as u64 > file_size {
-            // END_OF_FILE: BLANK filler, then the whole request goes to the next segment.
-            let remaining = file_size - pos;
-            let mut blank = [0u8; BLANK_RECORD_SIZE];
-            record::encode_blank(remaining as i32, &mut blank);
-            match &self.ring {
-                Some(ring) => {
-                    self.wait_ring_room(BLANK_RECORD_SIZE as u64);
-                    ring.write(self.wrote, &blank);
-                }
-                None => {
-                    let blank = Pending {
-                        bytes: PendingBytes::Blank(blank),
-                        undo: None,
-                    };
-                    if self.stage(blank).is_err() {
-                        return PutResult::failed(PutMessageStatus::UnknownError);
-                    }
-                }
-            }
-            self.wrote += remaining;
-            // The old segment's bytes go out before the switch.
-            if self.commit().is_err() {
-                return PutResult::failed(PutMessageStatus::UnknownError);
-            }
-            if let Err(e) = self.roll() {
-                tracing::error!(error = %e, offset = self.wrote, "CommitLog roll-over failed");
-                return PutResult::failed(PutMessageStatus::CreateMappedFileFailed);
-            }
+        if let Err(status) = self.make_room(len) {
+            return PutResult::failed(status);
         }
         let tx_type = req.sys_flag & record::SYSFLAG_TRANSACTION_MASK;
         let uses_queue_offset =
             tx_type == record::TRANSACTION_NOT_TYPE || tx_type == record::TRANSACTION_COMMIT_TYPE;
         let base_queue_offset = if uses_queue_offset {
-            match self
-                .topic_queue_table
-                .get(req.topic.as_str())
-                .and_then(|m| m.get(&req.queue_id))
-            {
-                Some(v) => *v,
-                None => 0,
-            }
+            self.next_queue_offset(&req.topic, req.queue_id)
         } else {
             0
         };
         let start = self.wrote;
-        let buf = &mut req.records[..];
-        let mut off = 0usize;
-        let mut n = 0i64;
-        while off + record::MIN_HEADER_SIZE <= buf.len() {
-            let size = record::read_total_size(&buf[off..]).unwrap_or(0) as usize;
-            if size < record::MIN_HEADER_SIZE || off + size > buf.len() {
-                break; // validated by `MessageStore::put`; defensive stop
-            }
-            let r = &mut buf[off..off + size];
-            record::patch_physical_offset(r, (start + off as u64) as i64);
-            record::patch_store_timestamp(r, now);
-            record::patch_queue_offset(
-                r,
-                if uses_queue_offset {
-                    base_queue_offset + n
-                } else {
-                    0
-                },
-            );
-            off += size;
-            n += 1;
-        }
+        let queue_offsets = uses_queue_offset.then_some(base_queue_offset);
+        let n = patch_records(&mut req.records[..], start, now, queue_offsets);
         if uses_queue_offset {
-            match self.topic_queue_table.get_mut(req.topic.as_str()) {
-                Some(m) => *m.entry(req.queue_id).or_insert(0) = base_queue_offset + n,
-                None => {
-                    self.topic_queue_table
-                        .entry(req.topic.clone())
-                        .or_default()
-                        .insert(req.queue_id, base_queue_offset + n);
-                }
-            }
+            self.set_next_queue_offset(&req.topic, req.queue_id, base_queue_offset + n);
         }
-        match &self.ring {
-            Some(ring) => {
-                self.wait_ring_room(len);
-                ring.write(self.wrote, &req.records);
-            }
-            None => {
-                let undo = uses_queue_offset.then(|| {
-                    (
-                        std::mem::take(&mut req.topic),
-                        req.queue_id,
-                        base_queue_offset,
-                    )
-                });
-                let p = Pending {
-                    bytes: PendingBytes::Records(std::mem::take(&mut req.records)),
-                    undo,
-                };
-                if let Err(p) = self.stage(p) {
-                    // Earlier pending puts were undone by the failed write; undo this one.
-                    if let Some((topic, queue_id, base)) = p.undo {
-                        if let Some(m) = self.topic_queue_table.get_mut(&topic) {
-                            m.insert(queue_id, base);
-                        }
-                    }
-                    return PutResult::failed(PutMessageStatus::UnknownError);
-                }
-            }
+        if let Err(status) = self.write_records(&mut req, queue_offsets) {
+            return PutResult::failed(status);
         }
         self.wrote += len;
         PutResult {
@@ -537,6 +501,155 @@ impl AppendStage {
             store_timestamp_ms: now,
         }
     }
+
+    /// Refuses a put that could never fit a segment (or, in direct mode, the write ring).
+    fn check_put_size(&self, len: u64) -> Result<(), PutMessageStatus> {
+        if len + BLANK_RECORD_SIZE as u64 > self.shared.log.file_size() {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        if let Some(ring) = &self.ring {
+            // The ring discipline can never make room for more than this at once.
+            if len > ring.size() - OS_PAGE_SIZE {
+                tracing::warn!(
+                    bytes = len,
+                    ring_bytes = ring.size(),
+                    "put larger than the direct write ring (ringmq.directWriteRingSize); refused"
+                );
+                return Err(PutMessageStatus::MessageIllegal);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the active segment one that has room for `len` bytes and a BLANK after them:
+    /// opens one when there is none or the last is full, and ends a segment without that
+    /// room with a BLANK filler and rolls over.
+    fn make_room(&mut self, len: u64) -> Result<(), PutMessageStatus> {
+        let file_size = self.shared.log.file_size();
+        let needs_roll = match &self.active {
+            None => true,
+            Some(a) => self.wrote >= a.from_offset() + file_size,
+        };
+        if needs_roll {
+            if let Err(e) = self.roll() {
+                tracing::error!(error = %e, offset = self.wrote, "no CommitLog segment to append to");
+                return Err(PutMessageStatus::CreateMappedFileFailed);
+            }
+        }
+        let pos = self.wrote % file_size;
+        if pos + len + BLANK_RECORD_SIZE as u64 <= file_size {
+            return Ok(());
+        }
+        // END_OF_FILE: BLANK filler, then the whole request goes to the next segment.
+        self.write_blank(file_size - pos)?;
+        // The old segment's bytes go out before the switch.
+        if self.commit().is_err() {
+            return Err(PutMessageStatus::UnknownError);
+        }
+        if let Err(e) = self.roll() {
+            tracing::error!(error = %e, offset = self.wrote, "CommitLog roll-over failed");
+            return Err(PutMessageStatus::CreateMappedFileFailed);
+        }
+        Ok(())
+    }
+
+    /// Fills the `remaining` bytes of the active segment with a BLANK record.
+    fn write_blank(&mut self, remaining: u64) -> Result<(), PutMessageStatus> {
+        let mut blank = [0u8; BLANK_RECORD_SIZE];
+        record::encode_blank(remaining as i32, &mut blank);
+        match self.ring.is_some() {
+            true => {
+                self.wait_ring_room_in_batch(BLANK_RECORD_SIZE as u64);
+                if let Some(ring) = &self.ring {
+                    ring.write(self.wrote, &blank);
+                }
+            }
+            false => {
+                let blank = Pending {
+                    bytes: PendingBytes::Blank(blank),
+                    undo: None,
+                };
+                if self.stage(blank).is_err() {
+                    return Err(PutMessageStatus::UnknownError);
+                }
+            }
+        }
+        self.wrote += remaining;
+        Ok(())
+    }
+
+    fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.topic_queue_table
+            .get(topic)
+            .and_then(|m| m.get(&queue_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn set_next_queue_offset(&mut self, topic: &str, queue_id: i32, next: i64) {
+        match self.topic_queue_table.get_mut(topic) {
+            Some(m) => *m.entry(queue_id).or_insert(0) = next,
+            None => {
+                self.topic_queue_table
+                    .entry(topic.to_string())
+                    .or_default()
+                    .insert(queue_id, next);
+            }
+        }
+    }
+
+    /// Writes the patched records at the write offset: into the write ring (direct) or the
+    /// batch's pending bytes (mmap). `base_queue_offset` is what a failed write restores.
+    fn write_records(
+        &mut self,
+        req: &mut PutRequest,
+        base_queue_offset: Option<i64>,
+    ) -> Result<(), PutMessageStatus> {
+        if self.ring.is_some() {
+            self.wait_ring_room_in_batch(req.records.len() as u64);
+            if let Some(ring) = &self.ring {
+                ring.write(self.wrote, &req.records);
+            }
+            return Ok(());
+        }
+        let undo =
+            base_queue_offset.map(|base| (std::mem::take(&mut req.topic), req.queue_id, base));
+        let p = Pending {
+            bytes: PendingBytes::Records(std::mem::take(&mut req.records)),
+            undo,
+        };
+        if let Err(p) = self.stage(p) {
+            // Earlier pending puts were undone by the failed write; undo this one.
+            if let Some((topic, queue_id, base)) = p.undo {
+                if let Some(m) = self.topic_queue_table.get_mut(&topic) {
+                    m.insert(queue_id, base);
+                }
+            }
+            return Err(PutMessageStatus::UnknownError);
+        }
+        Ok(())
+    }
+}
+
+/// Patches PHYSICALOFFSET (from `start`), STORETIMESTAMP and QUEUEOFFSET (consecutive from
+/// `base_queue_offset`, 0 for records that take none) into a put's records; returns how
+/// many records it holds.
+fn patch_records(buf: &mut [u8], start: u64, now: i64, base_queue_offset: Option<i64>) -> i64 {
+    let mut off = 0usize;
+    let mut n = 0i64;
+    while off + record::MIN_HEADER_SIZE <= buf.len() {
+        let size = record::read_total_size(&buf[off..]).unwrap_or(0) as usize;
+        if size < record::MIN_HEADER_SIZE || off + size > buf.len() {
+            break; // validated by `MessageStore::put`; defensive stop
+        }
+        let r = &mut buf[off..off + size];
+        record::patch_physical_offset(r, (start + off as u64) as i64);
+        record::patch_store_timestamp(r, now);
+        record::patch_queue_offset(r, base_queue_offset.map_or(0, |base| base + n));
+        off += size;
+        n += 1;
+    }
+    n
 }
 
 fn msg_bytes(m: &AppendMsg) -> usize {

@@ -166,7 +166,7 @@ impl RetentionProbe {
     pub fn disk_used_percent(&self, path: &Path) -> Option<u32> {
         match &self.disk_used_percent {
             Some(f) => f(path),
-            None => crate::retention::disk_used_percent(path),
+            None => crate::util::disk_used_percent(path),
         }
     }
 }

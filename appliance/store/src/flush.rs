@@ -24,41 +24,17 @@
 //! the write ring drains at the device's rate and the fdatasync cost is paid once per
 //! interval (and once per completed segment) rather than per write.
 
-use crate::append::PutCallback;
 use crate::config::FlushDiskType;
 use crate::direct::{DirectFlusher, DirectRing};
 use crate::mapped_file::OS_PAGE_SIZE;
-use crate::store::Shared;
-use crate::types::{PutMessageStatus, PutResult};
+use crate::shared::Shared;
+use crate::stage_msg::{FlushMsg, Waiter};
+use crate::types::PutMessageStatus;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A SYNC_FLUSH put waiting for its bytes to reach the disk.
-pub(crate) struct Waiter {
-    /// End offset of the put's bytes.
-    pub target: u64,
-    pub deadline: Instant,
-    pub result: PutResult,
-    pub done: PutCallback,
-}
-
-/// Messages to the flush coordinator.
-pub(crate) enum FlushMsg {
-    Waiters(Vec<Waiter>),
-    /// New bytes to make durable without a waiter (WAIT=false puts under SYNC_FLUSH).
-    Wake,
-    /// The flushed offset moved to `target` (or, with an error, a flush failed).
-    Synced {
-        target: u64,
-        store_timestamp_ms: i64,
-        result: Result<(), String>,
-        elapsed_us: u64,
-    },
-    Shutdown(SyncSender<()>),
-}
 
 /// A flush job for the worker: make the log durable up to `target`; `store_timestamp_ms`
 /// is a store time no later than that of the last record below `target` (for the
@@ -610,7 +586,10 @@ mod tests {
                             next += 1;
                             in_flight += 1;
                         }
-                        let (r, flushed) = rx.recv().expect("callback runs");
+                        // Bounded: a put whose callback never runs is a stage that hung.
+                        let (r, flushed) = rx
+                            .recv_timeout(Duration::from_secs(30))
+                            .expect("a put callback runs within 30 s");
                         in_flight -= 1;
                         if r.status == PutMessageStatus::OsPageCacheBusy {
                             std::thread::sleep(Duration::from_millis(1));

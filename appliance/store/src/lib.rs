@@ -14,8 +14,11 @@
 //!   ([`refusal`]); [`retention`] on a thread of its own;
 //! - [`perf_event`]: per-thread perf counters the append stage samples around its batches.
 //!
-//! [`MessageStore`] is the API; [`recovery`] runs at open.
+//! [`MessageStore`] is the API, also offered as the object-safe [`StoreApi`] ([`api`]) that
+//! the in-memory store of the `test-util` feature ([`mem_store`]) implements as well;
+//! [`recovery`] runs at open.
 
+pub mod api;
 pub mod append;
 pub mod checkpoint;
 pub mod commit_log;
@@ -27,24 +30,33 @@ pub mod error;
 pub mod flush;
 pub mod index;
 pub mod mapped_file;
+#[cfg(feature = "test-util")]
+pub mod mem_store;
 pub mod perf_event;
 pub mod recovery;
 pub mod refusal;
 pub mod reput;
 pub mod retention;
+mod shared;
+mod stage_msg;
 pub mod store;
+mod store_open;
+mod store_read;
 pub mod types;
 pub mod util;
 
 #[cfg(test)]
 pub(crate) mod test_util;
 
+pub use api::{IndexUpdatePoint, StoreApi};
 pub use config::{FlushDiskType, StoreConfig, WriteMode};
 pub use config_file::{load_config_file, write_config_file_atomic};
 pub use error::StoreError;
+#[cfg(feature = "test-util")]
+pub use mem_store::MemStore;
 pub use refusal::RefusalLog;
 pub use store::{ArrivalListener, MessageStore};
 pub use types::{
     AcceptAll, ArrivalEvent, Boundary, FileSpan, GetMessageResult, GetMessageStatus, MessageFilter,
-    PutMessageStatus, PutRequest, PutResult, StoreMetrics,
+    PutCallback, PutMessageStatus, PutRequest, PutResult, StoreMetrics,
 };

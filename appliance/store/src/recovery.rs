@@ -7,11 +7,12 @@
 //! clean shutdown the empty next segment the allocator had prepared is kept for reuse.
 
 use crate::checkpoint::CheckpointData;
+use crate::commit_log::CommitLog;
 use crate::error::StoreError;
 use crate::mapped_file::MappedFile;
 use crate::reput::Dispatcher;
-use crate::store::Shared;
-use ringmq_remoting::message::record::{self, Decoded};
+use crate::shared::Shared;
+use ringmq_remoting::message::record::{self, Decoded, StoredRecord};
 use std::sync::Arc;
 
 /// What recovery found.
@@ -42,20 +43,10 @@ pub(crate) fn recover(
 ) -> Result<Recovered, StoreError> {
     let log = &shared.log;
     let files = log.files();
-    let check_crc = shared.config.check_crc_on_recover;
     if files.is_empty() {
-        // No CommitLog at all: nothing the queues point to exists.
-        for cq in shared.cqs.all() {
-            cq.destroy();
-        }
-        log.set_max_offset(0);
-        log.set_flushed_offset(0);
-        return Ok(Recovered {
-            process_offset: 0,
-            redispatched: 0,
-            preallocated_kept: false,
-        });
+        return Ok(recover_empty(shared));
     }
+    let check_crc = shared.config.check_crc_on_recover;
     let dispatch_from = shared
         .cqs
         .all()
@@ -65,78 +56,154 @@ pub(crate) fn recover(
         .unwrap_or(-1)
         .max(0) as u64;
     let start_idx = if last_exit_ok {
-        (0..files.len())
-            .rev()
-            .find(|&i| {
-                first_record_ok(&files[i], check_crc).is_some()
-                    && files[i].from_offset() <= dispatch_from
-            })
-            .unwrap_or(0)
+        scan_start_after_clean_exit(&files, check_crc, dispatch_from)
     } else {
-        let min_ts = cp.min_timestamp();
-        (0..files.len())
-            .rev()
-            .find(|&i| matches!(first_record_ok(&files[i], check_crc), Some((_, ts)) if ts != 0 && ts <= min_ts))
-            .unwrap_or(0)
+        scan_start_after_crash(&files, check_crc, cp.min_timestamp())
     };
-    let listeners = Vec::new();
-    let mut off = files[start_idx].from_offset();
-    let mut idx = start_idx;
-    let mut redispatched = 0u64;
-    'scan: loop {
-        let seg = &files[idx];
-        let pos = off - seg.from_offset();
-        if pos + record::BLANK_RECORD_SIZE as u64 > seg.size() {
-            if idx + 1 < files.len() {
-                idx += 1;
-                off = files[idx].from_offset();
-                continue;
-            }
-            break;
+    // After a crash every record scanned is replayed; after a clean exit only what the
+    // ConsumeQueues lack.
+    let redispatch_from = if last_exit_ok { dispatch_from } else { 0 };
+    let (process, redispatched) =
+        scan_valid_end(&files, start_idx, check_crc, redispatch_from, dispatcher)?;
+    truncate_logics(shared, process)?;
+    let preallocated_kept = truncate_commit_log(log, process, last_exit_ok)?;
+    // ConsumeQueue min offsets against the CommitLog min.
+    let min = log.min_offset() as i64;
+    for cq in shared.cqs.all() {
+        cq.correct_min_offset(min);
+    }
+    Ok(Recovered {
+        process_offset: process,
+        redispatched,
+        preallocated_kept,
+    })
+}
+
+/// No CommitLog at all: nothing the queues point to exists.
+fn recover_empty(shared: &Shared) -> Recovered {
+    for cq in shared.cqs.all() {
+        cq.destroy();
+    }
+    shared.log.set_max_offset(0);
+    shared.log.set_flushed_offset(0);
+    Recovered {
+        process_offset: 0,
+        redispatched: 0,
+        preallocated_kept: false,
+    }
+}
+
+/// Normal recovery scans from the last valid segment that starts at or below the
+/// ConsumeQueues' dispatched end.
+fn scan_start_after_clean_exit(
+    files: &[Arc<MappedFile>],
+    check_crc: bool,
+    dispatch_from: u64,
+) -> usize {
+    (0..files.len())
+        .rev()
+        .find(|&i| {
+            first_record_ok(&files[i], check_crc).is_some()
+                && files[i].from_offset() <= dispatch_from
+        })
+        .unwrap_or(0)
+}
+
+/// Abnormal recovery scans from the last valid segment whose first record is no later
+/// than the checkpoint's oldest timestamp.
+fn scan_start_after_crash(files: &[Arc<MappedFile>], check_crc: bool, min_ts: i64) -> usize {
+    (0..files.len())
+        .rev()
+        .find(|&i| matches!(first_record_ok(&files[i], check_crc), Some((_, ts)) if ts != 0 && ts <= min_ts))
+        .unwrap_or(0)
+}
+
+/// What the scan finds at an offset of a segment.
+enum Step<'a> {
+    /// A valid record at that offset.
+    Record(StoredRecord<'a>),
+    /// The segment's records end here: a BLANK filler, or too little room for a record.
+    SegmentEnd { blank: bool },
+    /// No valid record: the log ends here.
+    LogEnd,
+}
+
+fn step_at(seg: &MappedFile, off: u64, check_crc: bool) -> Step<'_> {
+    let pos = off - seg.from_offset();
+    if pos + record::BLANK_RECORD_SIZE as u64 > seg.size() {
+        return Step::SegmentEnd { blank: false };
+    }
+    match record::decode_record(seg.slice(pos, (seg.size() - pos) as usize), check_crc) {
+        Ok(Decoded::Message(r)) if r.physical_offset == off as i64 => Step::Record(r),
+        Ok(Decoded::Message(r)) => {
+            tracing::info!(
+                offset = off,
+                found = r.physical_offset,
+                "recovery: stale record (wrong PHYSICALOFFSET); log ends here"
+            );
+            Step::LogEnd
         }
-        match record::decode_record(seg.slice(pos, (seg.size() - pos) as usize), check_crc) {
-            Ok(Decoded::Message(r)) => {
-                if r.physical_offset != off as i64 {
-                    tracing::info!(
-                        offset = off,
-                        found = r.physical_offset,
-                        "recovery: stale record (wrong PHYSICALOFFSET); log ends here"
-                    );
-                    break 'scan;
-                }
-                if !last_exit_ok || off >= dispatch_from {
+        Ok(Decoded::Blank { total_size }) => {
+            if total_size as u64 != seg.size() - pos {
+                tracing::warn!(
+                    offset = off,
+                    total_size,
+                    "recovery: BLANK size does not reach the segment end"
+                );
+            }
+            Step::SegmentEnd { blank: true }
+        }
+        Err(e) => {
+            if !matches!(e, record::RecordError::BadMagic { magic: 0 }) {
+                tracing::info!(offset = off, error = %e, "recovery: log ends at an invalid record");
+            }
+            Step::LogEnd
+        }
+    }
+}
+
+/// Scans records from segment `start_idx`, re-dispatching those at or past
+/// `redispatch_from`; returns the end of the last valid record and the records replayed.
+fn scan_valid_end(
+    files: &[Arc<MappedFile>],
+    start_idx: usize,
+    check_crc: bool,
+    redispatch_from: u64,
+    dispatcher: &mut Dispatcher,
+) -> Result<(u64, u64), StoreError> {
+    let listeners = Vec::new();
+    let mut idx = start_idx;
+    let mut off = files[idx].from_offset();
+    let mut redispatched = 0u64;
+    loop {
+        let seg = &files[idx];
+        match step_at(seg, off, check_crc) {
+            Step::Record(r) => {
+                if off >= redispatch_from {
                     dispatcher.dispatch(&r, &listeners)?;
                     redispatched += 1;
                 }
                 off += r.total_size as u64;
             }
-            Ok(Decoded::Blank { total_size }) => {
-                if total_size as u64 != seg.size() - pos {
-                    tracing::warn!(
-                        offset = off,
-                        total_size,
-                        "recovery: BLANK size does not reach the segment end"
-                    );
-                }
-                if idx + 1 < files.len() {
-                    idx += 1;
-                    off = files[idx].from_offset();
-                } else {
+            Step::SegmentEnd { .. } if idx + 1 < files.len() => {
+                idx += 1;
+                off = files[idx].from_offset();
+            }
+            Step::SegmentEnd { blank } => {
+                if blank {
                     // Log ends right after the filler: next append rolls to a new segment.
                     off = seg.from_offset() + seg.size();
-                    break;
-                }
-            }
-            Err(e) => {
-                if !matches!(e, record::RecordError::BadMagic { magic: 0 }) {
-                    tracing::info!(offset = off, error = %e, "recovery: log ends at an invalid record");
                 }
                 break;
             }
+            Step::LogEnd => break,
         }
     }
-    let process = off;
-    // Truncate the logic queues and the index past the valid end.
+    Ok((off, redispatched))
+}
+
+/// Truncates the logic queues and the index past the valid end.
+fn truncate_logics(shared: &Shared, process: u64) -> Result<(), StoreError> {
     for cq in shared.cqs.all() {
         cq.truncate_dirty(process as i64)?;
         cq.flush()?;
@@ -147,9 +214,18 @@ pub(crate) fn recover(
             .unwrap_or_else(|p| p.into_inner())
             .truncate_to(process as i64);
     }
-    // Truncate the CommitLog: later segments go, the last one is cut and zeroed. The
-    // next segment the allocator had prepared before a clean shutdown is kept on disk
-    // (out of the list: the allocator reopens the same file when asked for it).
+    Ok(())
+}
+
+/// Truncates the CommitLog to `process`: later segments go, the last one is cut and
+/// zeroed. The next segment the allocator had prepared before a clean shutdown is kept on
+/// disk (out of the list: the allocator reopens the same file when asked for it); returns
+/// whether it was.
+fn truncate_commit_log(
+    log: &CommitLog,
+    process: u64,
+    last_exit_ok: bool,
+) -> Result<bool, StoreError> {
     let next_start = process - process % log.file_size() + log.file_size();
     let gone = log.remove_files(|f| f.from_offset() > process);
     let mut preallocated_kept = false;
@@ -175,16 +251,7 @@ pub(crate) fn recover(
     }
     log.set_max_offset(process);
     log.set_flushed_offset(process);
-    // ConsumeQueue min offsets against the CommitLog min.
-    let min = log.min_offset() as i64;
-    for cq in shared.cqs.all() {
-        cq.correct_min_offset(min);
-    }
-    Ok(Recovered {
-        process_offset: process,
-        redispatched,
-        preallocated_kept,
-    })
+    Ok(preallocated_kept)
 }
 
 /// Whether a segment past the valid end is still as the allocator made it: after a clean

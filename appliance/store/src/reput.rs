@@ -7,7 +7,7 @@
 
 use crate::consume_queue::ConsumeQueue;
 use crate::error::StoreError;
-use crate::store::Shared;
+use crate::shared::{ArrivalListener, Shared, FLAG_LOGIC_QUEUE_ERROR};
 use crate::types::ArrivalEvent;
 use crate::util::{property, tags_code};
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord, BLANK_MAGIC};
@@ -145,7 +145,7 @@ impl Dispatcher {
     pub fn dispatch(
         &mut self,
         rec: &StoredRecord<'_>,
-        listeners: &[crate::store::ArrivalListener],
+        listeners: &[ArrivalListener],
     ) -> Result<(), StoreError> {
         let topic = match rec.topic() {
             Ok(t) => t,
@@ -218,7 +218,7 @@ enum Chunk {
 fn dispatch_chunk(
     shared: &Shared,
     dispatcher: &mut Dispatcher,
-    listeners: &[crate::store::ArrivalListener],
+    listeners: &[ArrivalListener],
     start: u64,
     seg_end: u64,
     chunk: &[u8],
@@ -289,106 +289,182 @@ fn dispatch_chunk(
 /// shutdown gave up waiting for dispatch to catch up (`reput_may_exit`), the loop stops
 /// within one chunk however far behind it is, so shutdown stays bounded; the next start
 /// redispatches the rest.
-pub(crate) fn run(shared: Arc<Shared>, mut dispatcher: Dispatcher, from: u64) {
+pub(crate) fn run(shared: Arc<Shared>, dispatcher: Dispatcher, from: u64) {
     crate::util::pin_current_thread(shared.config.reput_core, "reput");
-    let log = Arc::clone(&shared.log);
-    let mut reput = from;
-    let mut scratch: Vec<u8> = Vec::new();
-    let mut stall: Option<DispatchStall> = None;
-    shared.reput_offset.store(reput, Ordering::Release);
-    'run: loop {
-        // Shutdown sets this after appends stopped and dispatch caught up (or gave up).
-        if shared.reput_may_exit.load(Ordering::Acquire) {
-            break;
-        }
-        let confirm = shared.confirm_offset();
-        let listeners = shared.listeners_snapshot();
-        let mut progressed = 0u32;
-        'chunks: while reput < confirm {
-            if shared.reput_may_exit.load(Ordering::Acquire) {
-                break 'run;
-            }
-            let min = log.min_offset();
-            if reput < min {
-                tracing::warn!(
-                    reput,
-                    min,
-                    "dispatch offset below the CommitLog min offset; moving up"
-                );
-                reput = min;
-                continue;
-            }
-            let seg_end = log.roll_next_file(reput);
-            if seg_end - reput < record::BLANK_RECORD_SIZE as u64 {
-                reput = seg_end;
-                continue;
-            }
-            let limit = confirm.min(seg_end);
-            let mut want = (limit - reput).min(REPUT_CHUNK_BYTES) as usize;
-            loop {
-                if want < record::BLANK_RECORD_SIZE {
-                    break 'chunks; // not even a record header is confirmed yet
-                }
-                let Some(span) = log.read_span(reput, want, &mut scratch) else {
-                    break 'chunks;
-                };
-                match dispatch_chunk(
-                    &shared,
-                    &mut dispatcher,
-                    &listeners,
-                    reput,
-                    seg_end,
-                    span.bytes(),
-                ) {
-                    Chunk::Failed {
-                        bytes,
-                        records,
-                        error,
-                    } => {
-                        reput += bytes;
-                        shared.reput_offset.store(reput, Ordering::Release);
-                        if records > 0 {
-                            end_stall(&shared, &mut stall);
-                        }
-                        let pause = stall
-                            .get_or_insert_with(|| DispatchStall::new(reput))
-                            .failed(&shared, reput, &error);
-                        pause_unless_exiting(&shared, pause);
-                        continue 'run;
-                    }
-                    Chunk::Consumed { bytes, records } => {
-                        if records > 0 {
-                            end_stall(&shared, &mut stall);
-                        }
-                        reput += bytes;
-                        progressed += records;
-                        if records == 0 {
-                            break 'chunks; // the next record is not wholly confirmed yet
-                        }
-                        break;
-                    }
-                    Chunk::SkipSegment { bytes, records } => {
-                        if records > 0 {
-                            end_stall(&shared, &mut stall);
-                        }
-                        progressed += records;
-                        reput = log.roll_next_file(reput + bytes);
-                        break;
-                    }
-                    // A record larger than the chunk (up to maxMessageSize + 64 KiB): read
-                    // exactly it once it is wholly confirmed.
-                    Chunk::NeedBytes(n) if n > want && reput + n as u64 <= limit => want = n,
-                    Chunk::NeedBytes(_) => break 'chunks,
+    let mut stage = ReputStage {
+        shared,
+        dispatcher,
+        offset: from,
+        scratch: Vec::new(),
+        stall: None,
+    };
+    stage.publish();
+    // Shutdown sets this after appends stopped and dispatch caught up (or gave up).
+    while !stage.may_exit() {
+        match stage.pass() {
+            Pass::Exit => break,
+            Pass::Stalled => continue,
+            Pass::Done { records } => {
+                stage.publish();
+                if records == 0 {
+                    std::thread::park_timeout(Duration::from_millis(REPUT_IDLE_PARK_MS));
                 }
             }
-            shared.reput_offset.store(reput, Ordering::Release);
-        }
-        shared.reput_offset.store(reput, Ordering::Release);
-        if progressed == 0 {
-            std::thread::park_timeout(Duration::from_millis(REPUT_IDLE_PARK_MS));
         }
     }
-    shared.reput_offset.store(reput, Ordering::Release);
+    stage.publish();
+}
+
+/// The reput stage's state; lives on its thread.
+struct ReputStage {
+    shared: Arc<Shared>,
+    dispatcher: Dispatcher,
+    /// The dispatch position (published as `Shared::reput_offset`).
+    offset: u64,
+    /// Chunk buffer for reads that cannot borrow the log's memory.
+    scratch: Vec<u8>,
+    stall: Option<DispatchStall>,
+}
+
+/// How one pass over the confirmed bytes ended.
+enum Pass {
+    /// Dispatched `records` records and caught up, or stopped at a record not yet wholly
+    /// confirmed.
+    Done { records: u32 },
+    /// A record could not be dispatched; the pass was cut short after a pause.
+    Stalled,
+    /// Shutdown lets the stage exit.
+    Exit,
+}
+
+/// How one chunk ended.
+enum Step {
+    /// The position moved without dispatching (below the log's min, or a segment's end).
+    Moved,
+    /// `records` records dispatched; the pass goes on.
+    Dispatched(u32),
+    /// Nothing more to dispatch until more bytes are confirmed.
+    Wait,
+    /// A record could not be dispatched (after the pause).
+    Stalled,
+}
+
+impl ReputStage {
+    fn may_exit(&self) -> bool {
+        self.shared.reput_may_exit.load(Ordering::Acquire)
+    }
+
+    fn publish(&self) {
+        self.shared
+            .reput_offset
+            .store(self.offset, Ordering::Release);
+    }
+
+    /// Dispatches chunk after chunk up to the confirm offset.
+    fn pass(&mut self) -> Pass {
+        let confirm = self.shared.confirm_offset();
+        let listeners = self.shared.listeners_snapshot();
+        let mut records = 0u32;
+        while self.offset < confirm {
+            if self.may_exit() {
+                return Pass::Exit;
+            }
+            match self.next_chunk(confirm, &listeners) {
+                Step::Moved => continue,
+                Step::Dispatched(n) => {
+                    records += n;
+                    self.publish();
+                }
+                Step::Wait => break,
+                Step::Stalled => return Pass::Stalled,
+            }
+        }
+        Pass::Done { records }
+    }
+
+    /// Reads and dispatches the next chunk of the segment at the dispatch position.
+    fn next_chunk(&mut self, confirm: u64, listeners: &[ArrivalListener]) -> Step {
+        let log = &self.shared.log;
+        let min = log.min_offset();
+        if self.offset < min {
+            tracing::warn!(
+                reput = self.offset,
+                min,
+                "dispatch offset below the CommitLog min offset; moving up"
+            );
+            self.offset = min;
+            return Step::Moved;
+        }
+        let seg_end = log.roll_next_file(self.offset);
+        if seg_end - self.offset < record::BLANK_RECORD_SIZE as u64 {
+            self.offset = seg_end;
+            return Step::Moved;
+        }
+        let limit = confirm.min(seg_end);
+        let mut want = (limit - self.offset).min(REPUT_CHUNK_BYTES) as usize;
+        loop {
+            if want < record::BLANK_RECORD_SIZE {
+                return Step::Wait; // not even a record header is confirmed yet
+            }
+            let Some(span) = log.read_span(self.offset, want, &mut self.scratch) else {
+                return Step::Wait;
+            };
+            let chunk = dispatch_chunk(
+                &self.shared,
+                &mut self.dispatcher,
+                listeners,
+                self.offset,
+                seg_end,
+                span.bytes(),
+            );
+            match chunk {
+                Chunk::Failed {
+                    bytes,
+                    records,
+                    error,
+                } => return self.stalled(bytes, records, &error),
+                Chunk::Consumed { bytes, records } => {
+                    self.note_progress(records);
+                    self.offset += bytes;
+                    if records == 0 {
+                        return Step::Wait; // the next record is not wholly confirmed yet
+                    }
+                    return Step::Dispatched(records);
+                }
+                Chunk::SkipSegment { bytes, records } => {
+                    self.note_progress(records);
+                    self.offset = self.shared.log.roll_next_file(self.offset + bytes);
+                    return Step::Dispatched(records);
+                }
+                // A record larger than the chunk (up to maxMessageSize + 64 KiB): read
+                // exactly it once it is wholly confirmed.
+                Chunk::NeedBytes(n) if n > want && self.offset + n as u64 <= limit => want = n,
+                Chunk::NeedBytes(_) => return Step::Wait,
+            }
+        }
+    }
+
+    /// Records dispatched end a dispatch stall.
+    fn note_progress(&mut self, records: u32) {
+        if records > 0 {
+            end_stall(&self.shared, &mut self.stall);
+        }
+    }
+
+    /// `records` records (`bytes` bytes) were dispatched before one failed: publishes the
+    /// position of the failed record and pauses before it is tried again.
+    fn stalled(&mut self, bytes: u64, records: u32, error: &StoreError) -> Step {
+        self.offset += bytes;
+        self.publish();
+        self.note_progress(records);
+        let (shared, offset) = (&self.shared, self.offset);
+        let pause = self
+            .stall
+            .get_or_insert_with(|| DispatchStall::new(offset))
+            .failed(shared, offset, error);
+        pause_unless_exiting(shared, pause);
+        Step::Stalled
+    }
 }
 
 /// A record whose dispatch keeps failing (a ConsumeQueue file that cannot be created:
@@ -430,7 +506,7 @@ impl DispatchStall {
         }
         if !self.refusing_puts && failing_ms >= shared.config.logic_queue_error_after_ms {
             self.refusing_puts = true;
-            shared.set_flag(crate::store::FLAG_LOGIC_QUEUE_ERROR);
+            shared.set_flag(FLAG_LOGIC_QUEUE_ERROR);
             tracing::error!(
                 error = %error, offset, failing_ms,
                 "ConsumeQueue writes keep failing; refusing puts until dispatch recovers"
@@ -445,7 +521,7 @@ impl DispatchStall {
 fn end_stall(shared: &Shared, stall: &mut Option<DispatchStall>) {
     let Some(s) = stall.take() else { return };
     if s.refusing_puts {
-        shared.clear_flag(crate::store::FLAG_LOGIC_QUEUE_ERROR);
+        shared.clear_flag(FLAG_LOGIC_QUEUE_ERROR);
     }
     tracing::info!(
         offset = s.offset,

@@ -12,9 +12,9 @@
 //! because a mapping outlives its file (readers hold an `Arc` of the segment).
 
 use crate::mapped_file::MappedFile;
-use crate::store::{Shared, FLAG_DISK_FULL};
+use crate::shared::{Shared, FLAG_DISK_FULL};
+pub use crate::util::disk_used_percent;
 use crate::util::local_hour;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,25 +42,6 @@ struct Space {
     to_delete: bool,
     /// Usage above `diskSpaceCleanForciblyRatio`: unexpired files may go too.
     clean_immediately: bool,
-}
-
-/// Used fraction of the partition holding `path`, in percent (rounded up), upstream's
-/// `used / (used + usable)`.
-pub fn disk_used_percent(path: &Path) -> Option<u32> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: `st` is plain data filled by statvfs on success; `c` is a valid C string.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize as u128;
-    let used = (st.f_blocks as u128).saturating_sub(st.f_bfree as u128) * frsize;
-    let usable = st.f_bavail as u128 * frsize;
-    if used + usable == 0 {
-        return None;
-    }
-    Some(((used * 100).div_ceil(used + usable)) as u32)
 }
 
 fn is_delete_hour(delete_when: &str, hour: i32) -> bool {
@@ -275,12 +256,5 @@ mod tests {
         assert!(!is_delete_hour("04", 5));
         assert!(!is_delete_hour("", 0));
         assert!(!is_delete_hour("x;y", 0), "unparsable hours never match");
-    }
-
-    #[test]
-    fn disk_usage_is_a_percentage() {
-        let p = disk_used_percent(Path::new("/")).unwrap();
-        assert!(p <= 100);
-        assert_eq!(disk_used_percent(Path::new("/no/such/dir/ringmq")), None);
     }
 }

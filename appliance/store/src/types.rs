@@ -3,6 +3,7 @@
 //! can send from without copying), the message filter hook, arrival events for long
 //! polling, and the metrics snapshot.
 
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -105,6 +106,9 @@ impl PutRequest {
     }
 }
 
+/// Runs exactly once with the outcome of a put, on whichever thread completes it.
+pub type PutCallback = Box<dyn FnOnce(PutResult) + Send>;
+
 /// Outcome of a put (`PutMessageResult` + `AppendMessageResult`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PutResult {
@@ -202,8 +206,17 @@ pub struct FileSpan {
     pub len: usize,
 }
 
+/// A segment is the file a pull response splices from: `Arc<MappedFile>` coerces to the
+/// runtime's shared file handle as it is, so a span reaches the socket without a wrapper.
+impl AsFd for MappedFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file().as_fd()
+    }
+}
+
 impl GetMessageResult {
-    pub(crate) fn empty(status: GetMessageStatus, next: i64, min: i64, max: i64) -> Self {
+    /// A result without records (the broker answers an offset reset with one).
+    pub fn empty(status: GetMessageStatus, next: i64, min: i64, max: i64) -> Self {
         GetMessageResult {
             status,
             next_begin_offset: next,

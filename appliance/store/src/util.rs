@@ -1,6 +1,7 @@
 //! Small helpers the stages share: Java `String.hashCode`, property lookup in a raw
-//! property string, clocks, local-time file names, thread pinning.
+//! property string, clocks, local-time file names, thread pinning, memory and disk usage.
 
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Java `String.hashCode` over UTF-16 code units (tagsCode, index key hash).
@@ -28,6 +29,25 @@ pub fn property<'a>(props: &'a [u8], name: &str) -> Option<&'a str> {
         }
     }
     found
+}
+
+/// Used fraction of the partition holding `path`, in percent (rounded up), upstream's
+/// `used / (used + usable)`.
+pub fn disk_used_percent(path: &Path) -> Option<u32> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `st` is plain data filled by statvfs on success; `c` is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let frsize = st.f_frsize as u128;
+    let used = (st.f_blocks as u128).saturating_sub(st.f_bfree as u128) * frsize;
+    let usable = st.f_bavail as u128 * frsize;
+    if used + usable == 0 {
+        return None;
+    }
+    Some(((used * 100).div_ceil(used + usable)) as u32)
 }
 
 /// Milliseconds since the Unix epoch.
@@ -133,6 +153,13 @@ pub fn loopback_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_usage_is_a_percentage() {
+        let p = disk_used_percent(Path::new("/")).unwrap();
+        assert!(p <= 100);
+        assert_eq!(disk_used_percent(Path::new("/no/such/dir/ringmq")), None);
+    }
 
     #[test]
     fn java_hash_matches_java() {

@@ -4,11 +4,11 @@
 //! consumption queue locks (`RebalanceLockManager`, §e.6).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Mutex, RwLock};
 
 use ringmq_remoting::message::tags::TagFilter;
 
-use crate::context::ClientChannel;
+use ringmq_runtime::Connection;
 
 /// One subscription (`SubscriptionData`), tag hash codes recomputed by the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl SubscriptionData {
 /// One registered client channel.
 #[derive(Clone)]
 pub struct ClientChannelInfo {
-    pub channel: Arc<dyn ClientChannel>,
+    pub channel: Connection,
     pub client_id: String,
     pub language: String,
     pub version: i32,
@@ -217,11 +217,7 @@ impl ConsumerManager {
     }
 
     /// Removes channels silent for more than `timeout_ms`; returns (group, channel) pairs.
-    pub fn scan_expired(
-        &self,
-        now_ms: i64,
-        timeout_ms: i64,
-    ) -> Vec<(String, Arc<dyn ClientChannel>)> {
+    pub fn scan_expired(&self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Connection)> {
         let mut groups = self.groups.write().unwrap();
         let mut expired = Vec::new();
         groups.retain(|name, g| {
@@ -265,7 +261,7 @@ impl ConsumerManager {
         ids
     }
 
-    pub fn channels(&self, group: &str) -> Vec<Arc<dyn ClientChannel>> {
+    pub fn channels(&self, group: &str) -> Vec<Connection> {
         self.groups
             .read()
             .unwrap()
@@ -393,9 +389,9 @@ mod tests {
     use super::*;
     use crate::test_support::FakeChannel;
 
-    fn info(ch: &Arc<FakeChannel>, client: &str, ts: i64) -> ClientChannelInfo {
+    fn info(ch: &FakeChannel, client: &str, ts: i64) -> ClientChannelInfo {
         ClientChannelInfo {
-            channel: ch.clone(),
+            channel: ch.connection(),
             client_id: client.into(),
             language: "JAVA".into(),
             version: 481,

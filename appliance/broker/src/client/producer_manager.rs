@@ -3,10 +3,10 @@
 //! consumer channels.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 
 use crate::client::consumer_manager::ClientChannelInfo;
-use crate::context::ClientChannel;
+use ringmq_runtime::Connection;
 
 #[derive(Default)]
 pub struct ProducerManager {
@@ -44,7 +44,7 @@ impl ProducerManager {
         });
     }
 
-    pub fn scan_expired(&self, now_ms: i64, timeout_ms: i64) -> Vec<Arc<dyn ClientChannel>> {
+    pub fn scan_expired(&self, now_ms: i64, timeout_ms: i64) -> Vec<Connection> {
         let mut groups = self.groups.write().unwrap();
         let mut expired = Vec::new();
         groups.retain(|_, g| {
@@ -61,7 +61,7 @@ impl ProducerManager {
     }
 
     /// A live channel of `group` (for CHECK_TRANSACTION_STATE), if any.
-    pub fn any_channel(&self, group: &str) -> Option<Arc<dyn ClientChannel>> {
+    pub fn any_channel(&self, group: &str) -> Option<Connection> {
         let groups = self.groups.read().unwrap();
         groups
             .get(group)?
@@ -98,7 +98,7 @@ mod tests {
         m.register(
             "PG",
             ClientChannelInfo {
-                channel: ch.clone(),
+                channel: ch.connection(),
                 client_id: "p1".into(),
                 language: "JAVA".into(),
                 version: 1,
@@ -111,7 +111,7 @@ mod tests {
         m.register(
             "PG",
             ClientChannelInfo {
-                channel: ch,
+                channel: ch.connection(),
                 client_id: "p1".into(),
                 language: "JAVA".into(),
                 version: 1,

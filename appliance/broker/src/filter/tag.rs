@@ -12,8 +12,7 @@
 use ringmq_remoting::message::properties::{self, keys};
 use ringmq_remoting::message::record::{self, Decoded};
 use ringmq_remoting::message::tags::TagFilter;
-
-use crate::store_api::MessageFilter;
+use ringmq_store::MessageFilter;
 
 /// Longest TAG subscription string accepted.
 pub const MAX_SUBSCRIPTION_LEN_BYTES: usize = 16 * 1024;

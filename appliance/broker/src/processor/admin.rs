@@ -29,11 +29,12 @@ use ringmq_remoting::header::{
 };
 use ringmq_remoting::json::{self, ObjectBuilder, Value};
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::{Reply, RequestContext};
+use ringmq_store::Boundary;
 
-use crate::context::{error_response, header_error, BrokerContext, Handled, RequestCtx};
+use crate::context::{error_response, header_error, BrokerContext};
 use crate::metadata::subscription_group::SubscriptionGroupConfig;
 use crate::metadata::topic_config::{self as topics, TopicConfig};
-use crate::store_api::Boundary;
 
 /// Largest admin request body accepted (a subscription group config, a properties text).
 pub const MAX_ADMIN_BODY_BYTES: usize = 1024 * 1024;
@@ -77,8 +78,8 @@ pub const ADMIN_CODES: &[RequestCode] = &[
 pub fn process(
     ctx: &Arc<BrokerContext>,
     request: &RemotingCommand,
-    rc: &dyn RequestCtx,
-) -> Option<Handled> {
+    rc: &RequestContext,
+) -> Option<Reply> {
     let code = RequestCode::from_code(request.code)?;
     use RequestCode as C;
     let handled = match code {
@@ -96,7 +97,9 @@ pub fn process(
         C::GetConsumerConnectionList => get_consumer_connection_list(ctx, request),
         C::GetProducerConnectionList => get_producer_connection_list(ctx, request),
         C::GetBrokerConfig => get_broker_config(ctx, request),
-        C::UpdateBrokerConfig => update_broker_config(ctx, request, &rc.peer_addr().to_string()),
+        C::UpdateBrokerConfig => {
+            update_broker_config(ctx, request, &rc.connection().peer_addr().to_string())
+        }
         C::InvokeBrokerToResetOffset => invoke_broker_to_reset_offset(ctx, request),
         C::CleanExpiredConsumequeue => clean_expired_consume_queue(ctx, request),
         C::CleanUnusedTopic => clean_unused_topic(ctx, request),
@@ -112,20 +115,20 @@ pub fn process(
     Some(handled)
 }
 
-fn ok(request: &RemotingCommand) -> Handled {
+fn ok(request: &RemotingCommand) -> Reply {
     request
         .response_to(ResponseCode::Success.code(), None)
         .into()
 }
 
-fn ok_body(request: &RemotingCommand, body: impl Into<bytes::Bytes>) -> Handled {
+fn ok_body(request: &RemotingCommand, body: impl Into<bytes::Bytes>) -> Reply {
     request
         .response_to(ResponseCode::Success.code(), None)
         .with_body(body)
         .into()
 }
 
-fn fail(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Handled {
+fn fail(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Reply {
     let remark = remark.into();
     tracing::warn!(
         request_code = request.code,
@@ -135,16 +138,16 @@ fn fail(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>
     error_response(request, code, remark).into()
 }
 
-/// Errors are boxed: a `Handled` is large and the happy path should stay small.
+/// Errors are boxed: a `Reply` is large and the happy path should stay small.
 fn decode<H: ringmq_remoting::header::CommandHeader>(
     request: &RemotingCommand,
-) -> Result<H, Box<Handled>> {
+) -> Result<H, Box<Reply>> {
     request
         .decode_header::<H>()
         .map_err(|e| Box::new(header_error(request, e)))
 }
 
-fn body_text(request: &RemotingCommand) -> Result<&str, Box<Handled>> {
+fn body_text(request: &RemotingCommand) -> Result<&str, Box<Reply>> {
     if request.body.len() > MAX_ADMIN_BODY_BYTES {
         return Err(Box::new(fail(
             request,
@@ -194,7 +197,7 @@ fn apply_attribute_changes(
 }
 
 /// UPDATE_AND_CREATE_TOPIC (17).
-pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: CreateTopicRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -274,7 +277,7 @@ pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -
 }
 
 /// DELETE_TOPIC_IN_BROKER (215).
-pub fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: DeleteTopicRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -308,7 +311,7 @@ fn topic_config_json(tc: &TopicConfig) -> serde_json::Value {
 
 /// GET_ALL_TOPIC_CONFIG (21): the whole table (no paging: the header's `totalTopicNum` is
 /// left out, which clients read as "complete").
-pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let w = ctx.topics.wrapper();
     let table: serde_json::Map<String, serde_json::Value> = w
         .topic_config_table
@@ -327,7 +330,7 @@ pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> H
 }
 
 /// GET_TOPIC_CONFIG (351).
-pub fn get_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetTopicConfigRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -346,7 +349,7 @@ pub fn get_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handl
 pub fn update_and_create_subscription_group(
     ctx: &BrokerContext,
     request: &RemotingCommand,
-) -> Handled {
+) -> Reply {
     let text = match body_text(request) {
         Ok(t) => t,
         Err(r) => return *r,
@@ -381,7 +384,7 @@ pub fn update_and_create_subscription_group(
 }
 
 /// DELETE_SUBSCRIPTIONGROUP (207).
-pub fn delete_subscription_group(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn delete_subscription_group(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: DeleteSubscriptionGroupRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -399,10 +402,7 @@ pub fn delete_subscription_group(ctx: &BrokerContext, request: &RemotingCommand)
 }
 
 /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the whole table, unpaged.
-pub fn get_all_subscription_group_config(
-    ctx: &BrokerContext,
-    request: &RemotingCommand,
-) -> Handled {
+pub fn get_all_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     match serde_json::to_string(&ctx.groups.wrapper()) {
         Ok(body) => ok_body(request, body),
         Err(e) => fail(
@@ -414,7 +414,7 @@ pub fn get_all_subscription_group_config(
 }
 
 /// GET_SUBSCRIPTIONGROUP_CONFIG (352).
-pub fn get_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetSubscriptionGroupConfigRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -471,7 +471,7 @@ fn total_mem_kbytes() -> u64 {
 /// Counters ringmq does not track yet read 0, never absent (mqadmin fails on a missing key).
 /// Put/get totals, the `putTps`/`get*Tps` "10s 60s 600s" strings and the `ringmq.*` stage
 /// profile keys come from [`crate::metrics::BrokerMetrics::runtime_info_into`].
-pub fn get_broker_runtime_info(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_broker_runtime_info(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     ok_body(request, runtime_info(ctx).encode())
 }
 
@@ -579,7 +579,7 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
 }
 
 /// GET_TOPIC_STATS_INFO (202).
-pub fn get_topic_stats_info(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_topic_stats_info(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetTopicStatsInfoRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -691,7 +691,7 @@ fn stats_topics(
 }
 
 /// GET_CONSUME_STATS (208).
-pub fn get_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetConsumeStatsRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -734,7 +734,7 @@ fn from_serde(v: &serde_json::Value) -> Value {
 }
 
 /// GET_CONSUMER_CONNECTION_LIST (203).
-pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetConsumerConnectionListRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -771,7 +771,7 @@ pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingComma
 }
 
 /// GET_PRODUCER_CONNECTION_LIST (204).
-pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetProducerConnectionListRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -796,7 +796,7 @@ pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingComma
 /// GET_BROKER_CONFIG (26): the effective configuration (startup values plus accepted
 /// updates) as Properties text; header `version` = the config's DataVersion JSON, bumped by
 /// every accepted UPDATE_BROKER_CONFIG.
-pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let mut response = request
         .response_to(ResponseCode::Success.code(), None)
         .with_body(ctx.live.properties_text());
@@ -810,11 +810,7 @@ pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Hand
 /// [`crate::live_config::apply_update`]. The remark of a success says which keys are in effect
 /// now and which after a restart; a refusal (black list, unknown key, bad value, unwritable
 /// config file) changes nothing. `caller` is logged with every accepted key.
-pub fn update_broker_config(
-    ctx: &BrokerContext,
-    request: &RemotingCommand,
-    caller: &str,
-) -> Handled {
+pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand, caller: &str) -> Reply {
     let text = match body_text(request) {
         Ok(t) => t,
         Err(r) => return *r,
@@ -842,7 +838,7 @@ pub fn update_broker_config(
 }
 
 /// INVOKE_BROKER_TO_RESET_OFFSET (222).
-pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: ResetOffsetRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -952,13 +948,13 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
 
 /// CLEAN_EXPIRED_CONSUMEQUEUE (306): the store drops consume queues together with their
 /// commit-log files, so there is nothing left to clean on demand.
-pub fn clean_expired_consume_queue(_ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn clean_expired_consume_queue(_ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     tracing::info!("CLEAN_EXPIRED_CONSUMEQUEUE: consume queues expire with their commit-log files; nothing to do");
     ok(request)
 }
 
 /// CLEAN_UNUSED_TOPIC (316): see [`clean_expired_consume_queue`].
-pub fn clean_unused_topic(_ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn clean_unused_topic(_ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     tracing::info!("CLEAN_UNUSED_TOPIC: no store files of deleted topics are kept; nothing to do");
     ok(request)
 }
@@ -966,7 +962,7 @@ pub fn clean_unused_topic(_ctx: &BrokerContext, request: &RemotingCommand) -> Ha
 /// DELETE_EXPIRED_COMMITLOG (329): expired CommitLog segments go over the next retention
 /// passes, outside `deleteWhen` (files younger than `fileReservedTime` stay unless the disk
 /// is past `diskSpaceCleanForciblyRatio`).
-pub fn delete_expired_commit_log(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn delete_expired_commit_log(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     tracing::info!("DELETE_EXPIRED_COMMITLOG: deleting expired CommitLog files now");
     ctx.store.execute_delete_files_manually();
     ok(request)
@@ -981,7 +977,7 @@ fn topic_list_body(names: impl IntoIterator<Item = String>) -> String {
 }
 
 /// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
-pub fn get_system_topic_list(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_system_topic_list(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let names = ctx
         .topics
         .topic_names()
@@ -991,7 +987,7 @@ pub fn get_system_topic_list(ctx: &BrokerContext, request: &RemotingCommand) -> 
 }
 
 /// QUERY_TOPIC_CONSUME_BY_WHO (300): groups online on the topic or holding offsets on it.
-pub fn query_topic_consume_by_who(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn query_topic_consume_by_who(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: QueryTopicConsumeByWhoRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -1009,7 +1005,7 @@ pub fn query_topic_consume_by_who(ctx: &BrokerContext, request: &RemotingCommand
 }
 
 /// QUERY_TOPICS_BY_CONSUMER (343).
-pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: QueryTopicsByConsumerRequestHeader = match decode(request) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -1026,7 +1022,7 @@ pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) 
 }
 
 /// GET_BROKER_CONSUME_STATS (317): ConsumeStats of every online group, per subscribed topic.
-pub fn get_broker_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_broker_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let is_order = request
         .ext_fields
         .get("isOrder")
@@ -1069,19 +1065,9 @@ mod tests {
     use crate::test_support::{heartbeat_consumer, send_simple, test_context, FakeChannel};
     use ringmq_remoting::header::CommandHeader;
 
-    struct NoDefer(Arc<dyn crate::context::ClientChannel>);
-    impl RequestCtx for NoDefer {
-        fn channel(&self) -> &Arc<dyn crate::context::ClientChannel> {
-            &self.0
-        }
-        fn defer(&self) -> crate::context::Deferred {
-            panic!("admin requests answer inline")
-        }
-    }
-
     fn call(ctx: &Arc<BrokerContext>, req: RemotingCommand) -> RemotingCommand {
-        match process(ctx, &req, &NoDefer(FakeChannel::new(1))).expect("admin code") {
-            Handled::Now(r) => r.command,
+        match process(ctx, &req, &FakeChannel::new(1).request_context(&req)).expect("admin code") {
+            Reply::Now(r) => r.command,
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -1128,9 +1114,9 @@ mod tests {
     fn non_admin_codes_are_left_to_the_dispatcher() {
         let (ctx, _) = test_context(BrokerConfig::default());
         let r = RemotingCommand::request(RequestCode::SendMessage as i32, 1);
-        assert!(process(&ctx, &r, &NoDefer(FakeChannel::new(1))).is_none());
+        assert!(process(&ctx, &r, &FakeChannel::new(1).request_context(&r)).is_none());
         let r = RemotingCommand::request(999_999, 1);
-        assert!(process(&ctx, &r, &NoDefer(FakeChannel::new(1))).is_none());
+        assert!(process(&ctx, &r, &FakeChannel::new(1).request_context(&r)).is_none());
     }
 
     #[test]

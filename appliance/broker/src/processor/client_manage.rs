@@ -11,12 +11,11 @@ use std::sync::Arc;
 
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::{Reply, RequestContext};
 use serde_json::Value;
 
 use crate::client::consumer_manager::{ClientChannelInfo, MessageQueue, SubscriptionData};
-use crate::context::{
-    error_response, header_error, optional, required, BrokerContext, Handled, RequestCtx,
-};
+use crate::context::{error_response, header_error, optional, required, BrokerContext};
 use crate::metadata::topic_config::{self as topics, PERM_READ, PERM_WRITE};
 
 static NOTIFY_OPAQUE: AtomicI32 = AtomicI32::new(1 << 30);
@@ -78,10 +77,10 @@ fn parse_body(request: &RemotingCommand) -> Result<Value, String> {
         .map_err(|e| format!("the body is not valid JSON: {e}"))
 }
 
-fn body_error(request: &RemotingCommand, what: &str, why: String) -> Handled {
+fn body_error(request: &RemotingCommand, what: &str, why: String) -> Reply {
     tracing::warn!(code = request.code, "bad {what} body: {why}");
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     error_response(
         request,
@@ -91,7 +90,7 @@ fn body_error(request: &RemotingCommand, what: &str, why: String) -> Handled {
     .into()
 }
 
-pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &RequestContext) -> Reply {
     let body = match parse_body(request) {
         Ok(Value::Object(o)) => o,
         Ok(_) => return body_error(request, "HeartbeatData", "expected a JSON object".into()),
@@ -101,7 +100,7 @@ pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &dyn Reques
         return body_error(request, "HeartbeatData", "clientID is missing".into());
     };
     let now = crate::persist::now_ms();
-    let channel = rc.channel().clone();
+    let channel = rc.connection().clone();
     let info = ClientChannelInfo {
         channel: channel.clone(),
         client_id: client_id.clone(),
@@ -206,7 +205,7 @@ pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &dyn Reques
         }
     }
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     request
         .response_to(ResponseCode::Success.code(), None)
@@ -237,11 +236,34 @@ pub fn notify_consumer_ids_changed(ctx: &BrokerContext, group: &str) {
     }
 }
 
+/// A connection closed: drop its registrations (consumer groups are notified).
+pub fn on_channel_closed(ctx: &BrokerContext, channel_id: u64) {
+    let changed = ctx.consumers.remove_channel(channel_id);
+    ctx.producers.remove_channel(channel_id);
+    for group in changed {
+        notify_consumer_ids_changed(ctx, &group);
+    }
+}
+
+/// Drops clients silent for `channelExpiredTimeout` (the housekeeping scan).
+pub fn scan_expired_channels(ctx: &BrokerContext) {
+    let now = crate::persist::now_ms();
+    let timeout = ctx.config.channel_expired_timeout_ms as i64;
+    for (group, channel) in ctx.consumers.scan_expired(now, timeout) {
+        tracing::warn!(group, peer = %channel.peer_addr(), "consumer channel expired: no heartbeat for {timeout} ms; closing");
+        channel.close();
+        notify_consumer_ids_changed(ctx, &group);
+    }
+    for channel in ctx.producers.scan_expired(now, timeout) {
+        tracing::warn!(peer = %channel.peer_addr(), "producer channel expired: no heartbeat for {timeout} ms");
+    }
+}
+
 pub fn unregister_client(
     ctx: &BrokerContext,
     request: &RemotingCommand,
-    rc: &dyn RequestCtx,
-) -> Handled {
+    rc: &RequestContext,
+) -> Reply {
     let f = &request.ext_fields;
     let client_id: String = match required(f, "clientID") {
         Ok(c) => c,
@@ -254,7 +276,7 @@ pub fn unregister_client(
         (Ok(p), Ok(c)) => (p, c),
         (Err(e), _) | (_, Err(e)) => return header_error(request, e),
     };
-    let channel_id = rc.channel_id();
+    let channel_id = rc.connection().id();
     if let Some(pg) = producer_group.filter(|g| !g.is_empty()) {
         ctx.producers.unregister(&pg, channel_id, &client_id);
     }
@@ -270,14 +292,14 @@ pub fn unregister_client(
         }
     }
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     request
         .response_to(ResponseCode::Success.code(), None)
         .into()
 }
 
-pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let body = match parse_body(request) {
         Ok(b) => b,
         Err(e) => return body_error(request, "CheckClientRequestBody", e),
@@ -318,7 +340,7 @@ pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Ha
     }
 }
 
-pub fn get_consumer_list_by_group(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_consumer_list_by_group(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let group: String = match required(&request.ext_fields, "consumerGroup") {
         Ok(g) => g,
         Err(e) => return header_error(request, e),
@@ -368,7 +390,7 @@ fn parse_lock_body(
     Ok((group, client, mqs))
 }
 
-pub fn lock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn lock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let (group, client, mqs) = match parse_lock_body(request) {
         Ok(p) => p,
         Err(e) => return body_error(request, "LockBatchRequestBody", e),
@@ -383,14 +405,14 @@ pub fn lock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Handled 
         .into()
 }
 
-pub fn unlock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn unlock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let (group, client, mqs) = match parse_lock_body(request) {
         Ok(p) => p,
         Err(e) => return body_error(request, "UnlockBatchRequestBody", e),
     };
     ctx.locks.unlock_batch(&group, &mqs, &client);
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     request
         .response_to(ResponseCode::Success.code(), None)
@@ -441,7 +463,7 @@ mod tests {
         );
         assert_eq!(&list.command.body[..], br#"{"consumerIdList":["c1","c2"]}"#);
         // connection close removes c2 and notifies c1
-        ctx.on_channel_closed(2);
+        on_channel_closed(&ctx, 2);
         assert_eq!(ctx.consumers.client_ids("G1"), vec!["c1"]);
         assert_eq!(ch1.sent().len(), 3);
         // unregister c1
@@ -550,5 +572,42 @@ mod tests {
                 .code,
             1
         );
+    }
+
+    #[test]
+    fn expired_consumer_is_closed_and_the_group_notified() {
+        let config = BrokerConfig {
+            channel_expired_timeout_ms: 50,
+            ..BrokerConfig::default()
+        };
+        let (ctx, _store) = test_context(config);
+        let heartbeat = |client: &str, ch: &Arc<FakeChannel>| {
+            let body = serde_json::json!({
+                "clientID": client,
+                "consumerDataSet": [{"groupName": "GX", "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                    "subscriptionDataSet": [{"topic": "TX", "subString": "*", "subVersion": 1}]}]
+            });
+            let req = RemotingCommand::request(34, 1).with_body(body.to_string());
+            assert_eq!(run_on(&ctx, req, ch).command.code, 0);
+        };
+        let (silent, live) = (FakeChannel::new(1), FakeChannel::new(2));
+        heartbeat("c1", &silent);
+        std::thread::sleep(std::time::Duration::from_millis(80));
+        heartbeat("c2", &live);
+        let notified_before = live.sent().len();
+        scan_expired_channels(&ctx);
+        assert!(
+            !silent.connection().is_alive(),
+            "the silent client is closed"
+        );
+        assert_eq!(ctx.consumers.client_ids("GX"), vec!["c2"]);
+        let notices = live.sent();
+        assert_eq!(
+            notices.len(),
+            notified_before + 1,
+            "the rest are told to rebalance"
+        );
+        assert_eq!(notices.last().unwrap().code, 40);
     }
 }

@@ -7,9 +7,11 @@ use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::header::{BoundaryType, HeaderError};
 use ringmq_remoting::message::record::{self, Decoded};
 use ringmq_remoting::RemotingCommand;
+use ringmq_store::{AcceptAll, Boundary};
 
-use crate::context::{error_response, header_error, optional, required, BrokerContext, Handled};
-use crate::store_api::{AcceptAll, Boundary};
+use ringmq_runtime::Reply;
+
+use crate::context::{error_response, header_error, optional, required, BrokerContext};
 
 fn topic_queue(request: &RemotingCommand) -> Result<(String, i32), HeaderError> {
     Ok((
@@ -18,14 +20,14 @@ fn topic_queue(request: &RemotingCommand) -> Result<(String, i32), HeaderError> 
     ))
 }
 
-fn with_offset(request: &RemotingCommand, key: &str, value: i64) -> Handled {
+fn with_offset(request: &RemotingCommand, key: &str, value: i64) -> Reply {
     request
         .response_to(ResponseCode::Success.code(), None)
         .with_ext(key, value.to_string())
         .into()
 }
 
-pub fn query_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn query_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let f = &request.ext_fields;
     let parsed = (|| -> Result<_, HeaderError> {
         Ok((
@@ -97,7 +99,7 @@ fn physical_memory_bytes() -> i64 {
     pages.saturating_mul(page)
 }
 
-pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let f = &request.ext_fields;
     let parsed = (|| -> Result<_, HeaderError> {
         Ok((
@@ -112,12 +114,12 @@ pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) ->
         Err(e) => {
             tracing::warn!("UPDATE_CONSUMER_OFFSET with a bad header: {e}");
             if request.is_oneway() {
-                return Handled::Nothing;
+                return Reply::Nothing;
             }
             return error_response(request, ResponseCode::InvalidParameter, e.to_string()).into();
         }
     };
-    let answer = |code: ResponseCode, remark: Option<String>| -> Handled {
+    let answer = |code: ResponseCode, remark: Option<String>| -> Reply {
         if request.is_oneway() {
             if code != ResponseCode::Success {
                 tracing::warn!(
@@ -128,7 +130,7 @@ pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) ->
                     remark.unwrap_or_default()
                 );
             }
-            Handled::Nothing
+            Reply::Nothing
         } else {
             request.response_to(code.code(), remark).into()
         }
@@ -166,7 +168,7 @@ pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) ->
     answer(ResponseCode::Success, None)
 }
 
-pub fn get_max_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_max_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     match topic_queue(request) {
         Ok((topic, queue_id)) => with_offset(
             request,
@@ -177,7 +179,7 @@ pub fn get_max_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled
     }
 }
 
-pub fn get_min_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_min_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     match topic_queue(request) {
         Ok((topic, queue_id)) => with_offset(
             request,
@@ -188,7 +190,7 @@ pub fn get_min_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Handled
     }
 }
 
-pub fn search_offset_by_timestamp(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn search_offset_by_timestamp(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let f = &request.ext_fields;
     let parsed = (|| -> Result<_, HeaderError> {
         let (topic, queue_id) = topic_queue(request)?;
@@ -215,7 +217,7 @@ pub fn search_offset_by_timestamp(ctx: &BrokerContext, request: &RemotingCommand
     }
 }
 
-pub fn get_earliest_msg_storetime(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn get_earliest_msg_storetime(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     match topic_queue(request) {
         Ok((topic, queue_id)) => with_offset(
             request,

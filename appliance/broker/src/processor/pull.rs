@@ -12,17 +12,14 @@ use ringmq_remoting::header::HeaderError;
 use ringmq_remoting::message::record::{self, Decoded};
 use ringmq_remoting::message::tags::TagFilter;
 use ringmq_remoting::{ExtFields, RemotingCommand};
-use ringmq_runtime::{BodyChunk, FileRange};
+use ringmq_runtime::{BodyChunk, FileRange, Reply, RequestContext, Response};
+use ringmq_store::{FileSpan, GetMessageResult, GetMessageStatus, MessageFilter};
 
 use crate::client::consumer_manager::SubscriptionData;
-use crate::context::{
-    header_error, optional, required, BrokerContext, BrokerResponse, Handled, PropertyPredicate,
-    RequestCtx,
-};
+use crate::context::{header_error, optional, required, BrokerContext, PropertyPredicate};
 use crate::long_polling::HeldPull;
 use crate::metadata::topic_config as topics;
 use crate::processor::send::FAQ_SUGGESTION;
-use crate::store_api::{GetMessageResult, GetMessageStatus, MessageFilter};
 
 pub const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
 pub const PULL_FLAG_SUSPEND: i32 = 0x2;
@@ -116,22 +113,22 @@ impl MessageFilter for PullFilter {
 }
 
 enum Outcome {
-    Respond(BrokerResponse),
+    Respond(Response),
     Suspend { filter: PullFilter, timeout_ms: i64 },
 }
 
 /// Processes a pull request.
-pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestContext) -> Reply {
     let started = std::time::Instant::now();
     let header = match PullHeader::decode(&request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
-    let peer = rc.peer_addr();
+    let peer = rc.connection().peer_addr();
     match execute(ctx, &request, &header, true, &peer.to_string()) {
-        Outcome::Respond(r) => Handled::Now(r),
+        Outcome::Respond(r) => Reply::Now(r),
         Outcome::Suspend { filter, timeout_ms } => {
-            let deferred = rc.defer();
+            let responder = rc.responder();
             let (topic, queue_id, offset) =
                 (header.topic.clone(), header.queue_id, header.queue_offset);
             let ctx2 = ctx.clone();
@@ -158,7 +155,7 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
                             started.elapsed(),
                             true,
                         );
-                        deferred(response);
+                        responder.respond(response);
                     }),
                 },
             );
@@ -166,12 +163,12 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
             if ctx.store.max_offset_in_queue(&topic, queue_id) > offset {
                 ctx.hold.notify_max_offset(&topic, queue_id, offset + 1);
             }
-            Handled::Later
+            Reply::Later
         }
     }
 }
 
-fn unreachable_suspend(request: &RemotingCommand) -> BrokerResponse {
+fn unreachable_suspend(request: &RemotingCommand) -> Response {
     // execute() never suspends a re-run; answer "no new message" rather than panic.
     request
         .response_to(
@@ -394,7 +391,7 @@ fn execute(
             (ResponseCode::PullOffsetMoved, "OFFSET_RESET", r)
         }
         None => {
-            let max_bytes = h.max_msg_bytes.filter(|b| *b > 0).unwrap_or(i32::MAX);
+            let max_bytes = h.max_msg_bytes.filter(|b| *b > 0).unwrap_or(i32::MAX) as usize;
             let result = ctx.store.get_message(
                 &h.topic,
                 h.queue_id,
@@ -470,7 +467,7 @@ fn execute(
     } else {
         Vec::new()
     };
-    Outcome::Respond(BrokerResponse {
+    Outcome::Respond(Response {
         command: response,
         extra_body,
     })
@@ -513,7 +510,7 @@ pub fn pull_body(result: GetMessageResult, zero_copy_min_bytes: u64) -> Vec<Body
 }
 
 /// The file range of `span` if it covers exactly its records' bytes.
-fn span_range(messages: &[bytes::Bytes], span: &crate::store_api::FileSpan) -> Option<FileRange> {
+fn span_range(messages: &[bytes::Bytes], span: &FileSpan) -> Option<FileRange> {
     let covered = span
         .first_message
         .checked_add(span.message_count)
@@ -527,7 +524,7 @@ fn span_range(messages: &[bytes::Bytes], span: &crate::store_api::FileSpan) -> O
         );
         return None;
     }
-    match FileRange::new(span.file.clone(), span.file_offset, span.len) {
+    match FileRange::new(span.segment.clone(), span.file_offset, span.len) {
         Ok(range) => Some(range),
         Err(e) => {
             tracing::error!(
@@ -562,6 +559,7 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
     use crate::test_support::*;
+    use ringmq_store::mapped_file::{MapMode, MappedFile};
     use std::time::Duration;
 
     fn pull(topic: &str, queue_offset: i64, sys_flag: i32, sub: Option<&str>) -> RemotingCommand {
@@ -713,7 +711,7 @@ mod tests {
                 Some("TagA"),
             ),
         );
-        assert!(matches!(handled, Handled::Later));
+        assert!(matches!(handled, Reply::Later));
         assert_eq!(ctx.hold.held_count(), 1);
         send_simple(&ctx, "TopicL", 0, "TagB", b"other tag: keeps holding");
         assert!(rx.try_recv().is_err());
@@ -737,7 +735,7 @@ mod tests {
 
     /// Three records back to back in a file, from offset 7; returns the records and the
     /// (already unlinked) file.
-    fn records_in_file(name: &str) -> (Vec<bytes::Bytes>, crate::store_api::SegmentFile) {
+    fn records_in_file(name: &str) -> (Vec<bytes::Bytes>, Arc<MappedFile>) {
         let records: Vec<bytes::Bytes> = [&b"first-record"[..], b"second", b"third-record!"]
             .iter()
             .map(|r| bytes::Bytes::copy_from_slice(r))
@@ -749,15 +747,12 @@ mod tests {
             content.extend_from_slice(r);
         }
         std::fs::write(&path, &content).unwrap();
-        let file: crate::store_api::SegmentFile = Arc::new(std::fs::File::open(&path).unwrap());
+        let file = MappedFile::open(&path, 0, content.len() as u64, MapMode::ReadOnly).unwrap();
         std::fs::remove_file(&path).unwrap();
-        (records, file)
+        (records, Arc::new(file))
     }
 
-    fn result_with(
-        records: &[bytes::Bytes],
-        spans: Vec<crate::store_api::FileSpan>,
-    ) -> GetMessageResult {
+    fn result_with(records: &[bytes::Bytes], spans: Vec<FileSpan>) -> GetMessageResult {
         let mut r = GetMessageResult::empty(GetMessageStatus::Found, 3, 0, 3);
         r.messages = records.to_vec();
         r.message_queue_offsets = vec![0, 1, 2];
@@ -778,14 +773,13 @@ mod tests {
     fn pull_body_sends_long_enough_spans_from_the_file_and_the_rest_from_memory() {
         let (records, file) = records_in_file("threshold");
         let expected: Vec<u8> = records.iter().flat_map(|r| r.to_vec()).collect();
-        let span =
-            |first: usize, count: usize, offset: u64, len: usize| crate::store_api::FileSpan {
-                first_message: first,
-                message_count: count,
-                file: file.clone(),
-                file_offset: offset,
-                len,
-            };
+        let span = |first: usize, count: usize, offset: u64, len: usize| FileSpan {
+            first_message: first,
+            message_count: count,
+            segment: file.clone(),
+            file_offset: offset,
+            len,
+        };
         // Records 1 and 2 are one 19-byte span at file offset 7 + 12.
         let spans = || vec![span(1, 2, 19, 19)];
         let kinds = |body: &[BodyChunk]| -> Vec<&str> {

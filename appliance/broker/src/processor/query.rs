@@ -6,20 +6,20 @@ use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::header::HeaderError;
 use ringmq_remoting::RemotingCommand;
 
-use crate::context::{
-    error_response, header_error, optional, required, BrokerContext, BrokerResponse, Handled,
-};
+use ringmq_runtime::{Reply, Response};
+
+use crate::context::{error_response, header_error, optional, required, BrokerContext};
 
 /// Upper bound on records one QUERY_MESSAGE returns (`maxMsgsNumBatch`).
 const MAX_QUERY_RESULTS: usize = 64;
 
-pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let offset: i64 = match required(&request.ext_fields, "offset") {
         Ok(o) => o,
         Err(e) => return header_error(request, e),
     };
     match ctx.store.look_message_by_offset(offset) {
-        Some(record) => Handled::Now(BrokerResponse {
+        Some(record) => Reply::Now(Response {
             command: request.response_to(ResponseCode::Success.code(), None),
             extra_body: vec![record.into()],
         }),
@@ -32,7 +32,7 @@ pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Han
     }
 }
 
-pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Handled {
+pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let f = &request.ext_fields;
     let parsed = (|| -> Result<_, HeaderError> {
         Ok((
@@ -54,8 +54,8 @@ pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Handled 
         max_num.max(1) as usize
     }
     .min(MAX_QUERY_RESULTS);
-    let result = ctx.store.query_message(&topic, &key, max, begin, end);
-    if result.messages.is_empty() {
+    let records = ctx.store.query_message(&topic, &key, max, begin, end);
+    if records.is_empty() {
         return error_response(
             request,
             ResponseCode::QueryNotFound,
@@ -63,19 +63,14 @@ pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Handled 
         )
         .into();
     }
+    let index = ctx.store.index_last_update();
     let command = request
         .response_to(ResponseCode::Success.code(), None)
-        .with_ext(
-            "indexLastUpdateTimestamp",
-            result.index_last_update_timestamp.to_string(),
-        )
-        .with_ext(
-            "indexLastUpdatePhyoffset",
-            result.index_last_update_phyoffset.to_string(),
-        );
-    Handled::Now(BrokerResponse {
+        .with_ext("indexLastUpdateTimestamp", index.timestamp_ms.to_string())
+        .with_ext("indexLastUpdatePhyoffset", index.phy_offset.to_string());
+    Reply::Now(Response {
         command,
-        extra_body: result.messages.into_iter().map(Into::into).collect(),
+        extra_body: records.into_iter().map(Into::into).collect(),
     })
 }
 

@@ -17,14 +17,13 @@ use ringmq_remoting::message::properties::{self, keys, MessageProperties};
 use ringmq_remoting::message::record::{self, RecordFields};
 use ringmq_remoting::message::{batch, id, sysflag};
 use ringmq_remoting::{ExtFields, RemotingCommand};
+use ringmq_runtime::{Reply, RequestContext};
+use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
-use crate::context::{
-    error_response, header_error, BrokerContext, BrokerResponse, Handled, RequestCtx,
-};
+use crate::context::{error_response, header_error, BrokerContext};
 use crate::log_limit::RefusalLog;
 use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
 use crate::metrics::MessageType;
-use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
 
 /// Wire keys of `SendMessageRequestHeader` (code 10) and `…V2` (310/320), same order.
 const V1_KEYS: [&str; 13] = [
@@ -149,14 +148,18 @@ struct Prepared {
     wait_store_msg_ok: bool,
 }
 
-/// Processes a send request.
-pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn RequestCtx) -> Handled {
+/// Processes a send request that waited `queued_ms` before reaching this processor.
+pub fn process(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &RequestContext,
+    queued_ms: u64,
+) -> Reply {
     let started = std::time::Instant::now();
     let header = match SendHeader::decode(request.code, &request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
-    let queued_ms = rc.queued_ms();
     if ctx.live.broker_fast_failure_enable()
         && queued_ms >= ctx.live.wait_time_in_send_queue_ms()
         && queued_ms > 0
@@ -169,7 +172,7 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
             ),
         );
     }
-    let born_host = rc.peer_addr();
+    let born_host = rc.connection().peer_addr();
     let prepared = match prepare(ctx, &request, &header, born_host) {
         Ok(p) => p,
         Err((code, remark)) => return reply_error(&request, code, remark),
@@ -222,9 +225,9 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
                 }
             }),
         );
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
-    let deferred = rc.defer();
+    let responder = rc.responder();
     let ctx2 = ctx.clone();
     let sizes = prepared.sizes;
     let uniq_key = prepared.uniq_key;
@@ -253,10 +256,10 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &dyn Requ
                 started.elapsed(),
                 false,
             );
-            deferred(BrokerResponse::from(command));
+            responder.respond(command);
         }),
     );
-    Handled::Later
+    Reply::Later
 }
 
 trait StoredStatus {
@@ -280,12 +283,12 @@ static ONEWAY_NOT_STORED_LOG: RefusalLog = RefusalLog::new();
 static REFUSED_LOG: RefusalLog = RefusalLog::new();
 static NOT_STORED_LOG: RefusalLog = RefusalLog::new();
 
-fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) -> Handled {
+fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) -> Reply {
     if let Some(suppressed) = REFUSED_LOG.admit(code.code()) {
         tracing::warn!(code = code.name(), suppressed, "send refused: {remark}");
     }
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     error_response(request, code, remark).into()
 }
@@ -813,9 +816,9 @@ fn decimal(buf: &mut [u8; 20], value: i64) -> &str {
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
-    use crate::store_api::{AcceptAll, BrokerStore};
     use crate::test_support::*;
     use ringmq_remoting::message::record::{decode_record, Decoded};
+    use ringmq_store::{AcceptAll, StoreApi};
 
     fn v2(topic: &str, props: &str) -> RemotingCommand {
         let mut r = RemotingCommand::request(310, 7);

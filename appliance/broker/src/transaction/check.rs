@@ -40,6 +40,7 @@ use ringmq_remoting::message::id;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded, RecordFields, RecordVersion, StoredRecord};
 use ringmq_remoting::RemotingCommand;
+use ringmq_store::{AcceptAll, GetMessageStatus, PutResult};
 
 use super::{
     copy_record, parse_op_body, put_and_wait, CopyTarget, TransactionConfig, OP_REMOVE_TAG,
@@ -50,12 +51,11 @@ use crate::metadata::topic_config::{
     PERM_READ, PERM_WRITE, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
 };
 use crate::schedule::{Clock, SystemClock};
-use crate::store_api::{AcceptAll, GetMessageStatus, PutResult};
 
 /// Op records read per store call (upstream `OP_MSG_PULL_NUMS`).
 const OP_READ_BATCH_MSGS: i32 = 32;
 /// Byte cap of one read; op and half records are small, this only bounds a corrupt queue.
-const READ_BATCH_BYTES: i32 = 4 * 1024 * 1024;
+const READ_BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// Queues of `TRANS_CHECK_MAX_TIME_TOPIC` when the first discard creates it.
 const CHECK_MAX_TIME_TOPIC_QUEUES: u32 = 1;
 

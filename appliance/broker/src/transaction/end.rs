@@ -20,15 +20,14 @@ use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord};
 use ringmq_remoting::message::sysflag::{self, TransactionType};
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::{Reply, RequestContext, Responder};
+use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
 use super::{
     copy_record, encode_op_record, end_immunity_ms, is_stored, CopyTarget, TransactionConfig,
 };
-use crate::context::{
-    error_response, header_error, BrokerContext, BrokerResponse, Deferred, Handled, RequestCtx,
-};
+use crate::context::{error_response, header_error, BrokerContext};
 use crate::metadata::topic_config::TRANS_HALF_TOPIC;
-use crate::store_api::{PutMessageStatus, PutRequest, PutResult};
 
 /// The remark upstream answers when `commitLogOffset` does not lead to a half message.
 pub const HALF_NOT_FOUND: &str = "Find prepared transaction message failed";
@@ -38,7 +37,7 @@ pub const HALF_NOT_FOUND: &str = "Find prepared transaction message failed";
 enum Answer {
     Oneway,
     TwoWay {
-        deferred: Deferred,
+        responder: Responder,
         template: RemotingCommand,
         started: Instant,
     },
@@ -57,7 +56,7 @@ impl Answer {
                 }
             }
             Answer::TwoWay {
-                deferred,
+                responder,
                 mut template,
                 started,
             } => {
@@ -70,14 +69,14 @@ impl Answer {
                     started.elapsed(),
                     false,
                 );
-                deferred(BrokerResponse::from(template));
+                responder.respond(template);
             }
         }
     }
 }
 
 /// An immediate refusal: answered when two-way, logged either way.
-fn refuse(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Handled {
+fn refuse(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Reply {
     let remark = remark.into();
     tracing::warn!(
         code = code.name(),
@@ -85,7 +84,7 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: impl Into<Strin
         "END_TRANSACTION refused: {remark}"
     );
     if request.is_oneway() {
-        return Handled::Nothing;
+        return Reply::Nothing;
     }
     error_response(request, code, remark).into()
 }
@@ -94,8 +93,8 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: impl Into<Strin
 pub fn end_transaction(
     ctx: &Arc<BrokerContext>,
     request: RemotingCommand,
-    rc: &dyn RequestCtx,
-) -> Handled {
+    rc: &RequestContext,
+) -> Reply {
     let started = Instant::now();
     let header: EndTransactionRequestHeader = match request.decode_header() {
         Ok(h) => h,
@@ -118,27 +117,27 @@ pub fn end_transaction(
         TRANSACTION_NOT_TYPE => {
             // Nothing to do: the checker asks again later. Upstream gives no answer either.
             tracing::info!(
-                peer = %rc.peer_addr(),
+                peer = %rc.connection().peer_addr(),
                 group = header.producer_group,
                 msg_id = header.msg_id,
                 from_check,
                 "producer reports its transaction as unknown; will check back"
             );
-            return Handled::Nothing;
+            return Reply::Nothing;
         }
         other => {
             tracing::warn!(
-                peer = %rc.peer_addr(),
+                peer = %rc.connection().peer_addr(),
                 group = header.producer_group,
                 commit_or_rollback = other,
                 "END_TRANSACTION with an unknown commitOrRollback (8 commit, 12 rollback, 0 unknown); ignored"
             );
-            return Handled::Nothing;
+            return Reply::Nothing;
         }
     };
     if from_check {
         tracing::info!(
-            peer = %rc.peer_addr(),
+            peer = %rc.connection().peer_addr(),
             group = header.producer_group,
             msg_id = header.msg_id,
             commit,
@@ -227,7 +226,7 @@ pub fn end_transaction(
         Answer::Oneway
     } else {
         Answer::TwoWay {
-            deferred: rc.defer(),
+            responder: rc.responder(),
             template: request.response_to(ResponseCode::Success.code(), None),
             started,
         }
@@ -291,8 +290,8 @@ pub fn end_transaction(
         }
     }
     match request.is_oneway() {
-        true => Handled::Nothing,
-        false => Handled::Later,
+        true => Reply::Nothing,
+        false => Reply::Later,
     }
 }
 

@@ -14,15 +14,16 @@ use ringmq_remoting::message::properties::{self, keys};
 use ringmq_remoting::message::record::{self, Decoded, RecordVersion};
 use ringmq_remoting::message::{id, sysflag};
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::Reply;
+use ringmq_store::{AcceptAll, MemStore, PutMessageStatus, StoreApi};
 
 use super::*;
 use crate::config::BrokerConfig;
-use crate::context::{BrokerContext, Handled};
+use crate::context::BrokerContext;
 use crate::metadata::topic_config::{
     TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
 };
 use crate::schedule::SystemClock;
-use crate::store_api::{AcceptAll, BrokerStore, MemStore, PutMessageStatus};
 use crate::test_support::{run, run_deferred, run_on, test_context, FakeChannel};
 
 const PG: &str = "PG_TX";
@@ -183,10 +184,7 @@ fn commit_puts_the_message_in_its_real_queue_and_marks_the_half_done() {
     assert_eq!(properties::find(&p, keys::PGROUP), Some(PG));
     // Indexed under its keys like any message.
     assert_eq!(
-        store
-            .query_message("TopicTx", "K1", 10, 0, i64::MAX)
-            .messages
-            .len(),
+        store.query_message("TopicTx", "K1", 10, 0, i64::MAX).len(),
         1
     );
 
@@ -208,7 +206,7 @@ fn oneway_commit_is_applied_without_an_answer() {
     let mut req = end_request(&half, TRANSACTION_COMMIT_TYPE, false);
     req.mark_oneway();
     let (handled, _rx) = run_deferred(&ctx, req);
-    assert!(matches!(handled, Handled::Nothing));
+    assert!(matches!(handled, Reply::Nothing));
     assert_eq!(records(&store, "TopicTx", 0).len(), 1);
     assert_eq!(records(&store, TRANS_OP_HALF_TOPIC, 0).len(), 1);
 }
@@ -218,10 +216,7 @@ fn rollback_only_marks_done_and_unknown_does_nothing() {
     let (ctx, store) = test_context(BrokerConfig::default());
     let half = send_half(&ctx, "TopicTx", 1, "", 1_000);
     let (handled, _rx) = run_deferred(&ctx, end_request(&half, TRANSACTION_NOT_TYPE, false));
-    assert!(
-        matches!(handled, Handled::Nothing),
-        "unknown gets no answer"
-    );
+    assert!(matches!(handled, Reply::Nothing), "unknown gets no answer");
     assert!(records(&store, TRANS_OP_HALF_TOPIC, 0).is_empty());
 
     let resp = run(&ctx, end_request(&half, TRANSACTION_ROLLBACK_TYPE, false));
@@ -285,10 +280,10 @@ fn bad_input_is_answered_with_a_code() {
     // Oneway garbage: no answer, no panic, nothing written.
     let mut req = RemotingCommand::request(37, 3);
     req.mark_oneway();
-    assert!(matches!(run_deferred(&ctx, req).0, Handled::Nothing));
+    assert!(matches!(run_deferred(&ctx, req).0, Reply::Nothing));
     let (handled, _rx) = run_deferred(&ctx, end_request(&half, 5, false));
     assert!(
-        matches!(handled, Handled::Nothing),
+        matches!(handled, Reply::Nothing),
         "unknown decision value is ignored"
     );
 
@@ -354,7 +349,7 @@ fn unknown_then_check_back_then_commit_from_the_check() {
     register_producer(&ctx, &producer);
     let half = send_half(&ctx, "TopicTx", 3, "", 10_000);
     let (handled, _rx) = run_deferred(&ctx, end_request(&half, TRANSACTION_NOT_TYPE, false));
-    assert!(matches!(handled, Handled::Nothing));
+    assert!(matches!(handled, Reply::Nothing));
 
     let svc = checker(&ctx, 15);
     let out = round(&svc);

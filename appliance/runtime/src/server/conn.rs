@@ -9,6 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::poll_fn;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
@@ -22,7 +23,7 @@ use compio::BufResult;
 use ringmq_remoting::command::FLAG_RESPONSE;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode, SerializeType};
 
-use super::core_loop::{bump, CoreBudget, CoreLocal};
+use super::core_local::{bump, CoreBudget, CoreConn, MAX_IOVECS};
 use super::file_range::{send_file_ranges, send_memory_before_range, BodyChunk, FileRange};
 use super::recv::{Received, SocketReceiver, MIN_READ_CHUNK_BYTES};
 use super::{response_for, Connection, Reply, Responder, Response, ServerTuning, OVERLOAD_REMARK};
@@ -36,8 +37,6 @@ const HEADER_RESERVE_BYTES: usize = 512;
 /// Initial write buffer; also the minimum size it is re-allocated at. Small, because every
 /// connection holds one, idle or not.
 const WRITE_BUF_BYTES: usize = 4 * 1024;
-/// Chunks per vectored write (well under IOV_MAX = 1024).
-pub(crate) const MAX_IOVECS: usize = 64;
 /// A frame buffer that grew past this many read chunks (`ServerTuning::read_chunk_bytes`)
 /// for a large frame is replaced by a small one once that frame is consumed, so a burst of
 /// large frames does not leave every connection holding its peak buffer. While a frame is
@@ -294,6 +293,30 @@ pub(crate) struct ConnLocal {
     counted: Cell<bool>,
     /// Frame-buffer bytes held for a frame not yet complete, as counted in `budget`.
     partial_bytes: Cell<usize>,
+}
+
+/// The core-owned state of the core these connections live on.
+pub(crate) type CoreLocal = super::core_local::CoreLocal<ConnLocal>;
+
+impl CoreConn for ConnLocal {
+    fn id(&self) -> u64 {
+        self.handle.inner.id
+    }
+    fn peer(&self) -> SocketAddr {
+        self.handle.inner.peer
+    }
+    fn partial_bytes(&self) -> usize {
+        ConnLocal::partial_bytes(self)
+    }
+    fn counted_output_bytes(&self) -> usize {
+        ConnLocal::counted_output_bytes(self)
+    }
+    fn is_read_paused(&self) -> bool {
+        ConnLocal::is_read_paused(self)
+    }
+    fn close(&self, reason: &str) {
+        ConnLocal::close(self, reason)
+    }
 }
 
 impl ConnLocal {
@@ -558,6 +581,34 @@ impl RequestContext {
     /// Index of the network core running the handler.
     pub fn core_index(&self) -> usize {
         self.core.shared.index
+    }
+}
+
+/// A context for `request` on a connection of a detached core (`server::test_util`), set
+/// up the way the reader sets it up before calling the handler.
+#[cfg(any(test, feature = "test-util"))]
+impl RequestContext {
+    pub(crate) fn detached(
+        core: Rc<CoreLocal>,
+        handle: Connection,
+        request: &RemotingCommand,
+    ) -> Self {
+        // No socket: the descriptor is never used, nothing is read or written.
+        let conn = Rc::new(ConnLocal::new(handle, -1, core.now(), core.budget.clone()));
+        let responder = if request.is_response() {
+            ResponderState::Forbidden
+        } else {
+            ResponderState::Available
+        };
+        Self {
+            core,
+            conn,
+            opaque: Cell::new(request.opaque),
+            serialize_type: Cell::new(request.serialize_type),
+            oneway: Cell::new(request.is_oneway()),
+            code: Cell::new(request.code),
+            responder: Cell::new(responder),
+        }
     }
 }
 

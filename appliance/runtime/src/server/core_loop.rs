@@ -10,24 +10,26 @@
 //! the metrics.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
-use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode};
+use ringmq_remoting::{FrameDecoder, ResponseCode};
 
 use super::conn::{self, ConnLocal, Phase};
+use super::core_local::{bump, ConnMap, CoreBudget, Counters, LogLimiter, CURRENT_CORE};
+// Re-exported for `test_util`.
+pub(crate) use super::conn::CoreLocal;
+pub(crate) use super::core_local::{CoreMsg, CoreShared};
 use super::{
-    response_for, ConnShared, Connection, CoreStats, ListenMode, RecvMode, RequestHandler,
-    Response, ServerConfig, ServerTuning,
+    response_for, ConnShared, Connection, ListenMode, RecvMode, RequestHandler, Response,
+    ServerConfig, ServerTuning,
 };
 use crate::notify::Notifier;
 use crate::stall::StallMeter;
@@ -46,257 +48,8 @@ const MAX_RECV_BUFFER_COUNT: u16 = 32_768;
 /// every buffer is allocated up front, so a typo must not ask for tens of GiB.
 const MAX_RECV_POOL_BYTES: usize = 1 << 30;
 
-/// A message into a core's inbox, from any thread (including the core itself).
-pub(crate) enum CoreMsg {
-    /// A deferred answer; `None` means the Responder was dropped unanswered.
-    Respond {
-        conn_id: u64,
-        slot: u32,
-        generation: u32,
-        response: Option<Response>,
-    },
-    /// `Connection::send_oneway`.
-    Send {
-        conn_id: u64,
-        command: RemotingCommand,
-    },
-    /// `Connection::close`.
-    Close { conn_id: u64 },
-    /// A freshly accepted connection handed over by the acceptor core.
-    Adopt(std::net::TcpStream),
-    /// `CoreHandle::execute`: run a closure on the core thread.
-    Run(Box<dyn FnOnce() + Send>),
-    /// `Server::shutdown`.
-    Shutdown,
-}
-
-/// The thread-shared part of a core.
-pub(crate) struct CoreShared {
-    pub(crate) index: usize,
-    pub(crate) cpu: usize,
-    pub(crate) name: String,
-    /// Unbounded queue, but every producer is bounded: each `Respond` holds one in-flight
-    /// slot (at most `max_in_flight_total / cores` exist), `Send` is counted against
-    /// `max_queued_sends_per_core`, `Close` happens once per connection and `Adopt` once
-    /// per accepted connection.
-    inbox: SegQueue<CoreMsg>,
-    queued_sends: AtomicUsize,
-    max_queued_sends: usize,
-    pub(crate) notifier: Arc<Notifier>,
-    pub(crate) meter: StallMeter,
-    pub(crate) counters: Counters,
-}
-
-/// Metrics written by the core thread only (load + store, no read-modify-write locking).
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) connections: AtomicU64,
-    pub(crate) in_flight: AtomicU64,
-    pub(crate) requests: AtomicU64,
-    pub(crate) rejected_busy: AtomicU64,
-    pub(crate) bad_frames: AtomicU64,
-    pub(crate) read_pauses: AtomicU64,
-    pub(crate) idle_closed: AtomicU64,
-    pub(crate) recv_multishot_arms: AtomicU64,
-    pub(crate) recv_buffers_exhausted: AtomicU64,
-    pub(crate) partial_frame_bytes: AtomicU64,
-    pub(crate) partial_frame_closes: AtomicU64,
-    pub(crate) output_bytes: AtomicU64,
-    pub(crate) output_bytes_peak: AtomicU64,
-    pub(crate) output_closes: AtomicU64,
-    pub(crate) accept_errors: AtomicU64,
-    pub(crate) accept_refused_fd_reserve: AtomicU64,
-    /// Set once at start: whether this core's provided buffer ring is up.
-    pub(crate) recv_multishot: AtomicBool,
-}
-
-/// Adds `n` to a counter only its owning thread writes.
-pub(crate) fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
-}
-
-thread_local! {
-    /// Address of the `CoreShared` whose loop runs on this thread (0 elsewhere): a post
-    /// from the core to itself needs no eventfd write, the loop drains it next iteration.
-    static CURRENT_CORE: Cell<usize> = const { Cell::new(0) };
-}
-
-impl CoreShared {
-    fn is_current(&self) -> bool {
-        CURRENT_CORE.with(|c| c.get() == self as *const Self as usize)
-    }
-
-    /// Queues a message and wakes the core (coalesced).
-    pub(crate) fn post(&self, msg: CoreMsg) {
-        self.inbox.push(msg);
-        if !self.is_current() {
-            self.notifier.notify();
-        }
-    }
-
-    /// Queues a `send_oneway` unless the per-core bound is reached.
-    pub(crate) fn post_send(&self, conn_id: u64, command: RemotingCommand) -> bool {
-        self.post_bounded(CoreMsg::Send { conn_id, command })
-    }
-
-    /// Queues a message counted against `max_queued_sends_per_core`; false when full.
-    pub(crate) fn post_bounded(&self, msg: CoreMsg) -> bool {
-        if self.queued_sends.fetch_add(1, Ordering::AcqRel) >= self.max_queued_sends {
-            self.queued_sends.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        self.post(msg);
-        true
-    }
-
-    pub(crate) fn stats(&self) -> CoreStats {
-        let c = &self.counters;
-        CoreStats {
-            index: self.index,
-            cpu: self.cpu,
-            connections: c.connections.load(Ordering::Relaxed),
-            in_flight: c.in_flight.load(Ordering::Relaxed),
-            requests: c.requests.load(Ordering::Relaxed),
-            rejected_busy: c.rejected_busy.load(Ordering::Relaxed),
-            bad_frames: c.bad_frames.load(Ordering::Relaxed),
-            read_pauses: c.read_pauses.load(Ordering::Relaxed),
-            idle_closed: c.idle_closed.load(Ordering::Relaxed),
-            wakeups: self.notifier.writes(),
-            recv_multishot: c.recv_multishot.load(Ordering::Relaxed),
-            recv_multishot_arms: c.recv_multishot_arms.load(Ordering::Relaxed),
-            recv_buffers_exhausted: c.recv_buffers_exhausted.load(Ordering::Relaxed),
-            partial_frame_bytes: c.partial_frame_bytes.load(Ordering::Relaxed),
-            partial_frame_closes: c.partial_frame_closes.load(Ordering::Relaxed),
-            output_bytes: c.output_bytes.load(Ordering::Relaxed),
-            output_bytes_peak: c.output_bytes_peak.load(Ordering::Relaxed),
-            output_closes: c.output_closes.load(Ordering::Relaxed),
-            accept_errors: c.accept_errors.load(Ordering::Relaxed),
-            accept_refused_fd_reserve: c.accept_refused_fd_reserve.load(Ordering::Relaxed),
-            loop_stats: self.meter.stats(),
-        }
-    }
-}
-
-/// Hasher for connection ids: they are small distinct integers (core index in the top
-/// bits, a sequence below), so one multiply mixes them well enough. SipHash showed up in
-/// the per-response lookup of the owning connection.
-#[derive(Default)]
-pub(crate) struct ConnIdHasher(u64);
-
-impl Hasher for ConnIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-pub(crate) type ConnMap = HashMap<u64, Rc<ConnLocal>, BuildHasherDefault<ConnIdHasher>>;
-
-/// Bytes one core holds for its open connections, checked against the per-core bounds
-/// (`ServerTuning::max_partial_frame_bytes_per_core`, `max_output_bytes_per_core`). Each
-/// connection adds and removes its own share (`ConnLocal`); a closed connection's share is
-/// removed at once, although its buffers go a moment later, when its tasks end.
-pub(crate) struct CoreBudget {
-    shared: Arc<CoreShared>,
-    partial_bytes: Cell<usize>,
-    output_bytes: Cell<usize>,
-}
-
-impl CoreBudget {
-    fn new(shared: Arc<CoreShared>) -> Self {
-        Self {
-            shared,
-            partial_bytes: Cell::new(0),
-            output_bytes: Cell::new(0),
-        }
-    }
-
-    pub(crate) fn partial_bytes(&self) -> usize {
-        self.partial_bytes.get()
-    }
-
-    pub(crate) fn output_bytes(&self) -> usize {
-        self.output_bytes.get()
-    }
-
-    /// Replaces one connection's `old` partial-frame bytes with `new`.
-    pub(crate) fn move_partial(&self, old: usize, new: usize) {
-        let total = self.partial_bytes.get().saturating_sub(old) + new;
-        self.partial_bytes.set(total);
-        self.shared
-            .counters
-            .partial_frame_bytes
-            .store(total as u64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn add_output(&self, n: usize) {
-        let total = self.output_bytes.get() + n;
-        self.output_bytes.set(total);
-        let c = &self.shared.counters;
-        c.output_bytes.store(total as u64, Ordering::Relaxed);
-        if total as u64 > c.output_bytes_peak.load(Ordering::Relaxed) {
-            c.output_bytes_peak.store(total as u64, Ordering::Relaxed);
-        }
-    }
-
-    pub(crate) fn sub_output(&self, n: usize) {
-        let total = self.output_bytes.get().saturating_sub(n);
-        self.output_bytes.set(total);
-        self.shared
-            .counters
-            .output_bytes
-            .store(total as u64, Ordering::Relaxed);
-    }
-}
-
-/// Lets a repeated warning through at most once per interval; the lines in between are
-/// counted and reported with the next one let through.
-pub(crate) struct LogLimiter {
-    interval: Duration,
-    last: Cell<Option<Instant>>,
-    suppressed: Cell<u64>,
-}
-
-impl LogLimiter {
-    pub(crate) const fn new(interval: Duration) -> Self {
-        Self {
-            interval,
-            last: Cell::new(None),
-            suppressed: Cell::new(0),
-        }
-    }
-
-    /// `Some(lines suppressed since the last one)` when this line may be logged.
-    pub(crate) fn allow(&self, now: Instant) -> Option<u64> {
-        match self.last.get() {
-            Some(last) if now.saturating_duration_since(last) < self.interval => {
-                self.suppressed.set(self.suppressed.get() + 1);
-                None
-            }
-            _ => {
-                self.last.set(Some(now));
-                Some(self.suppressed.replace(0))
-            }
-        }
-    }
-}
-
 /// How often a core asks the allocator to return freed memory while it has some to return.
 const ALLOCATOR_COLLECT_TICK: Duration = Duration::from_millis(500);
-/// Ticks a core keeps asking after it freed large buffers: mimalloc returns a freed range
-/// to the OS only after its purge delay (1 s by default), and only when some thread calls
-/// into it, so an idle core would otherwise keep a burst's memory for good.
-const ALLOCATOR_COLLECT_TICKS: u8 = 5;
 
 /// Lets mimalloc (the binary's global allocator) purge ranges freed on this thread whose
 /// purge delay has passed. Harmless when another allocator is in use: mimalloc then has
@@ -345,129 +98,8 @@ fn nofile_soft_limit() -> Option<u64> {
     (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
 }
 
-/// The core-owned state.
-pub(crate) struct CoreLocal {
-    pub(crate) shared: Arc<CoreShared>,
-    /// Every core of the server, for round-robin hand-off by the acceptor.
-    peers: Vec<Arc<CoreShared>>,
-    pub(crate) handler: Arc<dyn RequestHandler>,
-    pub(crate) decoder: FrameDecoder,
-    pub(crate) tuning: ServerTuning,
-    /// Connections receive with multishot into this core's provided buffer ring (the mode
-    /// asked for, and the ring was set up).
-    pub(crate) recv_multishot: bool,
-    pub(crate) conns: RefCell<ConnMap>,
-    next_conn_seq: Cell<u64>,
-    /// Deferred requests outstanding on this core (admission against `in_flight_limit`).
-    pub(crate) in_flight: Cell<usize>,
-    pub(crate) in_flight_limit: usize,
-    pub(crate) per_conn_limit: usize,
-    idle_timeout: Option<Duration>,
-    /// Refreshed at the top of every loop iteration: a coarse clock for activity stamps.
-    now: Cell<Instant>,
-    pub(crate) draining: Cell<bool>,
-    listener_fd: Cell<Option<RawFd>>,
-    done: Cell<bool>,
-    pub(crate) budget: Rc<CoreBudget>,
-    partial_warn: LogLimiter,
-    output_warn: LogLimiter,
-    /// Allocator collects still due after large buffers were freed (`allocator_sweeper`).
-    collects_due: Cell<u8>,
-}
-
 impl CoreLocal {
-    pub(crate) fn now(&self) -> Instant {
-        self.now.get()
-    }
-
-    pub(crate) fn in_flight_add(&self, n: usize) {
-        self.in_flight.set(self.in_flight.get() + n);
-        self.shared
-            .counters
-            .in_flight
-            .store(self.in_flight.get() as u64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn in_flight_sub(&self, n: usize) {
-        self.in_flight.set(self.in_flight.get().saturating_sub(n));
-        self.shared
-            .counters
-            .in_flight
-            .store(self.in_flight.get() as u64, Ordering::Relaxed);
-    }
-
-    /// Closes connections while the core's partial-frame bytes are over their bound: the
-    /// one holding the most first (ties: the oldest). A frame buffer only grows with bytes
-    /// that arrived, so the victims are the clients that sent the most without finishing
-    /// a frame.
-    pub(crate) fn enforce_partial_bound(&self) {
-        let bound = self.tuning.max_partial_frame_bytes_per_core;
-        while self.budget.partial_bytes() > bound {
-            let victim = self
-                .conns
-                .borrow()
-                .values()
-                .filter(|c| c.partial_bytes() > 0)
-                .max_by_key(|c| (c.partial_bytes(), std::cmp::Reverse(c.handle.inner.id)))
-                .cloned();
-            let Some(victim) = victim else { break };
-            bump(&self.shared.counters.partial_frame_closes, 1);
-            if let Some(suppressed) = self.partial_warn.allow(Instant::now()) {
-                tracing::warn!(
-                    core = self.shared.index,
-                    conn = victim.handle.inner.id,
-                    peer = %victim.handle.inner.peer,
-                    held_bytes = victim.partial_bytes(),
-                    core_bytes = self.budget.partial_bytes(),
-                    bound_bytes = bound,
-                    suppressed,
-                    "closing the connection holding the most bytes of unfinished frames: \
-                     this core is over ringmq.net.maxPartialFrameBytesPerCore"
-                );
-            }
-            victim.close("partial frames over the core's bound");
-        }
-    }
-
-    /// Closes connections while the core's queued output is over its bound: the one with
-    /// the most output first, preferring connections whose reading is already paused
-    /// (their client does not keep up).
-    pub(crate) fn enforce_output_bound(&self) {
-        let bound = self.tuning.max_output_bytes_per_core;
-        while self.budget.output_bytes() > bound {
-            let victim = self
-                .conns
-                .borrow()
-                .values()
-                .filter(|c| c.counted_output_bytes() > 0)
-                .max_by_key(|c| (c.is_read_paused(), c.counted_output_bytes()))
-                .cloned();
-            let Some(victim) = victim else { break };
-            bump(&self.shared.counters.output_closes, 1);
-            if let Some(suppressed) = self.output_warn.allow(Instant::now()) {
-                tracing::warn!(
-                    core = self.shared.index,
-                    conn = victim.handle.inner.id,
-                    peer = %victim.handle.inner.peer,
-                    held_bytes = victim.counted_output_bytes(),
-                    core_bytes = self.budget.output_bytes(),
-                    bound_bytes = bound,
-                    suppressed,
-                    "closing the connection with the most unsent output: this core is over \
-                     ringmq.net.maxOutputBytesPerCore"
-                );
-            }
-            victim.close("output over the core's bound");
-        }
-    }
-
-    /// A connection freed (or is about to free) a large buffer: ask the allocator to give
-    /// memory back for the next few ticks.
-    pub(crate) fn note_large_release(&self) {
-        self.collects_due.set(ALLOCATOR_COLLECT_TICKS);
-    }
-
-    /// Returns freed memory to the OS after bursts (see [`ALLOCATOR_COLLECT_TICKS`]).
+    /// Returns freed memory to the OS after bursts (see `core_local::ALLOCATOR_COLLECT_TICKS`).
     async fn allocator_sweeper(self: Rc<Self>) {
         while !self.done.get() {
             compio::time::sleep(ALLOCATOR_COLLECT_TICK).await;
@@ -1261,6 +893,65 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
         } else {
             rt.poll();
         }
+    }
+}
+
+/// A core with no thread, no listener and no socket (`server::test_util`): what is posted
+/// to it (deferred answers, oneway sends, closes) stays in its inbox for a test to take.
+#[cfg(any(test, feature = "test-util"))]
+impl CoreShared {
+    pub(crate) fn detached(index: usize) -> io::Result<Arc<Self>> {
+        Ok(Arc::new(CoreShared {
+            index,
+            cpu: 0,
+            name: format!("detached-net-{index}"),
+            inbox: SegQueue::new(),
+            queued_sends: AtomicUsize::new(0),
+            max_queued_sends: ServerTuning::default().max_queued_sends_per_core,
+            notifier: Arc::new(Notifier::new()?),
+            meter: StallMeter::new(crate::stall::DEFAULT_STALL_THRESHOLD),
+            counters: Counters::default(),
+        }))
+    }
+
+    /// The oldest message posted and not yet taken; frees its queued-send count like the
+    /// loop does.
+    pub(crate) fn take_posted(&self) -> Option<CoreMsg> {
+        let msg = self.inbox.pop()?;
+        if matches!(msg, CoreMsg::Send { .. } | CoreMsg::Run(_)) {
+            self.queued_sends.fetch_sub(1, Ordering::AcqRel);
+        }
+        Some(msg)
+    }
+}
+
+/// The core-thread half of a detached core, built per request context in tests.
+#[cfg(any(test, feature = "test-util"))]
+impl CoreLocal {
+    pub(crate) fn detached(shared: Arc<CoreShared>, handler: Arc<dyn RequestHandler>) -> Rc<Self> {
+        let tuning = ServerTuning::default();
+        Rc::new(CoreLocal {
+            budget: Rc::new(CoreBudget::new(shared.clone())),
+            shared,
+            peers: Vec::new(),
+            handler,
+            decoder: FrameDecoder::new(ringmq_remoting::DEFAULT_MAX_FRAME_BYTES),
+            tuning,
+            recv_multishot: false,
+            conns: RefCell::new(ConnMap::default()),
+            next_conn_seq: Cell::new(0),
+            in_flight: Cell::new(0),
+            in_flight_limit: super::DEFAULT_MAX_IN_FLIGHT_TOTAL,
+            per_conn_limit: super::DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+            idle_timeout: None,
+            now: Cell::new(Instant::now()),
+            draining: Cell::new(false),
+            listener_fd: Cell::new(None),
+            done: Cell::new(false),
+            partial_warn: LogLimiter::new(WARN_INTERVAL),
+            output_warn: LogLimiter::new(WARN_INTERVAL),
+            collects_due: Cell::new(0),
+        })
     }
 }
 

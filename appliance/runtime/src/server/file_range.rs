@@ -413,7 +413,7 @@ fn ensure_nonblocking(stream: &TcpStream, nonblocking: &mut bool) -> io::Result<
 pub(crate) fn send_memory_before_range(stream: &TcpStream, iov: &[Bytes]) -> usize {
     // The writer takes at most `MAX_IOVECS` chunks per batch; an on-stack array keeps the
     // send allocation-free.
-    const MAX_CHUNKS: usize = super::conn::MAX_IOVECS;
+    const MAX_CHUNKS: usize = super::core_local::MAX_IOVECS;
     assert!(
         iov.len() <= MAX_CHUNKS,
         "{} chunks in one memory run",

@@ -52,7 +52,7 @@ use compio::runtime::{CancelToken, Runtime, SubmitMultiManaged, WithCancel};
 use compio::BufResult;
 use futures_core::Stream;
 
-use super::core_loop::{bump, CoreLocal};
+use super::core_local::{bump, CoreLocal};
 
 /// Smallest read offered to the socket in single mode. Reads start here and double while
 /// they fill the offered space (up to `ServerTuning::read_chunk_bytes`), so an idle
@@ -154,8 +154,8 @@ pub(crate) fn cancel_registration_works() -> bool {
 }
 
 /// The read side of one connection's socket.
-pub(crate) struct SocketReceiver {
-    core: Rc<CoreLocal>,
+pub(crate) struct SocketReceiver<C> {
+    core: Rc<CoreLocal<C>>,
     stream: TcpStream,
     /// The core has a provided buffer ring and this connection uses it.
     multishot: bool,
@@ -170,8 +170,8 @@ pub(crate) struct SocketReceiver {
     plain_read_rest_bytes: usize,
 }
 
-impl SocketReceiver {
-    pub(crate) fn new(core: Rc<CoreLocal>, stream: TcpStream) -> Self {
+impl<C> SocketReceiver<C> {
+    pub(crate) fn new(core: Rc<CoreLocal<C>>, stream: TcpStream) -> Self {
         let multishot = core.recv_multishot;
         let max_chunk = core.tuning.read_chunk_bytes.max(MIN_READ_CHUNK_BYTES);
         let ring_bytes = usize::from(core.tuning.recv_buffer_count.max(1).next_power_of_two())
@@ -333,7 +333,7 @@ impl SocketReceiver {
     }
 }
 
-impl SocketReceiver {
+impl<C> SocketReceiver<C> {
     /// Free space to offer the next receive: the adaptive chunk, or for a frame with
     /// `rest_of_frame` bytes still missing, as much of that rest as is already buffered.
     /// The buffer then grows geometrically with the bytes that actually arrive (few

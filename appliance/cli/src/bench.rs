@@ -17,6 +17,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -27,12 +28,13 @@ use clap::{Parser, ValueEnum};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::admin::{Admin, BrokerStageProfile, StageDelta};
-use crate::consumer::{PullConsumer, PullConsumerConfig, PullOptions, PullStatus};
-use crate::error::{ClientError, Result};
-use crate::message::{now_ms, Message, MessageQueue};
-use crate::producer::{Producer, ProducerConfig};
-use crate::transport::{ClientConfig, RemotingClient};
+use ringmq_client::admin::{Admin, BrokerStageProfile, StageDelta};
+use ringmq_client::blocking::block_on;
+use ringmq_client::consumer::{PullConsumer, PullConsumerConfig, PullOptions, PullStatus};
+use ringmq_client::error::{ClientError, Result};
+use ringmq_client::message::{now_ms, Message, MessageQueue};
+use ringmq_client::producer::{Producer, ProducerConfig};
+use ringmq_client::transport::{ClientConfig, RemotingClient};
 
 /// Which side(s) of the broker to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -208,7 +210,7 @@ impl BrokerProbe {
     fn before(args: &BenchArgs) -> Option<BrokerProbe> {
         let namesrv_addrs = args.namesrv_addrs();
         let timeout_ms = args.timeout_ms;
-        let read = crate::blocking::block_on(async {
+        let read = block_on(async {
             let admin = Self::admin(&namesrv_addrs, timeout_ms);
             let mut out = Vec::new();
             for addr in admin.all_master_addrs().await? {
@@ -236,7 +238,7 @@ impl BrokerProbe {
 
     /// Reads the same brokers again and returns the difference.
     fn after(self) -> Option<StageDelta> {
-        let read = crate::blocking::block_on(async {
+        let read = block_on(async {
             let admin = Self::admin(&self.namesrv_addrs, self.timeout_ms);
             let mut out = Vec::new();
             for (addr, _) in &self.before {
@@ -655,7 +657,7 @@ fn finish(stats: &Stats, done: &Cell<bool>, id: usize, tx: &mpsc::Sender<(usize,
 /// Sends one small message so the broker auto-creates `args.topic` (consumers placed
 /// after it never see it).
 fn ensure_topic(args: &BenchArgs) -> Result<()> {
-    crate::blocking::block_on(async {
+    block_on(async {
         let producer = Producer::new(ProducerConfig {
             group: "benchmark_topic_setup".into(),
             namesrv_addrs: args.namesrv_addrs(),
@@ -663,7 +665,7 @@ fn ensure_topic(args: &BenchArgs) -> Result<()> {
             ..ProducerConfig::default()
         });
         let sent = producer
-            .send(&crate::message::Message::new(
+            .send(&Message::new(
                 args.topic.clone(),
                 &b"ringmq bench setup"[..],
             ))
@@ -962,6 +964,29 @@ fn consumer_thread(
     });
 }
 
+/// `ringmq bench producer|consumer|e2e ...`; `args[0]` is the program name, as clap wants.
+/// Exit codes: 0 after a run or `--help`, 2 for bad flags, 1 when the run fails.
+pub fn main(args: &[String]) -> ExitCode {
+    let bench_args = match BenchArgs::try_parse_from(args) {
+        Ok(bench_args) => bench_args,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run_bench(bench_args) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringmq: bench failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1006,6 +1031,18 @@ mod tests {
         let bad = BenchArgs::try_parse_from(["bench", "producer", "-w", "0"]).unwrap();
         assert!(bad.validate().is_err());
         assert!(BenchArgs::try_parse_from(["bench", "sideways"]).is_err());
+    }
+
+    /// The load generator's flags live here so the client library needs no command-line
+    /// parser: its manifest names no clap dependency.
+    #[test]
+    fn client_library_does_not_depend_on_clap() {
+        let manifest = include_str!("../../client/Cargo.toml");
+        let clap_lines: Vec<&str> = manifest
+            .lines()
+            .filter(|l| l.trim_start().starts_with("clap"))
+            .collect();
+        assert!(clap_lines.is_empty(), "{clap_lines:?}");
     }
 
     #[test]

@@ -1,0 +1,96 @@
+//! `ringmq bench` from the built binary: the load generator lives in the cli crate (the
+//! client library carries no command-line parser) and runs producer, consumer and e2e
+//! against a live namesrv and broker, with the exit codes scripts rely on.
+
+use super::*;
+
+/// The summary JSON object `--json` prints on the last stdout line.
+fn summary(out: &Output) -> Value {
+    let last = out.stdout.lines().last().unwrap_or_default();
+    json::parse_str(last)
+        .unwrap_or_else(|e| panic!("summary line is not JSON ({e}): {}", out.describe()))
+}
+
+fn number(summary: &Value, key: &str) -> u64 {
+    summary
+        .get(key)
+        .and_then(Value::as_i64)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or_else(|| panic!("summary has no number {key:?}: {summary:?}"))
+}
+
+fn bench(cluster: &Cluster, mode: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "bench",
+        mode,
+        "-n",
+        &cluster.ns_addr,
+        "-t",
+        "BenchCli",
+        "-s",
+        "100",
+        "-w",
+        "4",
+        "--duration",
+        "1",
+        "--json",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    run_program(Path::new(BIN), &args, &[], Some(&cluster.dir))
+}
+
+/// Producer, consumer (from the start, so it reads what the producer stored) and e2e each
+/// run for a second against the cluster and report messages and no failures.
+#[test]
+fn bench_modes_run_against_a_live_cluster() {
+    let cluster = Cluster::start();
+    let out = bench(&cluster, "producer", &[]);
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let produced = summary(&out);
+    assert!(number(&produced, "messages") > 0, "{produced:?}");
+    assert_eq!(number(&produced, "failures"), 0, "{produced:?}");
+    assert_eq!(
+        number(&produced, "bytes"),
+        number(&produced, "messages") * 100
+    );
+
+    let out = bench(&cluster, "consumer", &["--from-start", "-g", "BenchCliG"]);
+    assert_eq!(out.code, 0, "{}", out.describe());
+    assert!(number(&summary(&out), "messages") > 0, "{}", out.describe());
+
+    let out = bench(&cluster, "e2e", &["-g", "BenchCliE2e"]);
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let e2e = summary(&out);
+    assert_eq!(number(&e2e, "failures"), 0, "{e2e:?}");
+}
+
+/// `--help` exits 0, a bad mode exits 2 (clap's usage error), and an unreachable name
+/// server fails with exit 1 and names the address instead of hanging.
+#[test]
+fn bench_exit_codes() {
+    let run = |args: &[&str]| run_program(Path::new(BIN), args, &[], None);
+    let help = run(&["bench", "--help"]);
+    assert_eq!(help.code, 0, "{}", help.describe());
+    assert!(
+        help.stdout.contains("load generator"),
+        "{}",
+        help.describe()
+    );
+
+    let bad = run(&["bench", "sideways"]);
+    assert_eq!(bad.code, 2, "{}", bad.describe());
+
+    let dead = format!("127.0.0.1:{}", closed_port());
+    let out = run(&[
+        "bench",
+        "producer",
+        "-n",
+        &dead,
+        "--duration",
+        "1",
+        "--quiet",
+    ]);
+    assert_eq!(out.code, 1, "{}", out.describe());
+    assert!(out.stderr.contains(&dead), "{}", out.describe());
+}
