@@ -24,6 +24,7 @@ use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::TopicConfigManager;
 use crate::register::Registrar;
 use crate::schedule::ScheduleMessageService;
+use ringmq_sync::LockExt;
 
 /// Why the broker could not start.
 #[derive(Debug)]
@@ -207,7 +208,7 @@ impl Broker {
         let servers = Arc::new(Mutex::new(servers));
         let for_probe = servers.clone();
         ctx.metrics.set_core_probe(Box::new(move || {
-            let servers = for_probe.lock().unwrap_or_else(|p| p.into_inner());
+            let servers = for_probe.lock_unpoisoned();
             servers
                 .iter()
                 .enumerate()
@@ -233,8 +234,7 @@ impl Broker {
             Err(source) => {
                 let addr = metrics_bind.unwrap_or(SocketAddr::new(bind_ip, 0));
                 ctx.hold.stop();
-                let servers =
-                    std::mem::take(&mut *servers.lock().unwrap_or_else(|p| p.into_inner()));
+                let servers = std::mem::take(&mut *servers.lock_unpoisoned());
                 for s in servers {
                     s.shutdown();
                 }
@@ -316,7 +316,7 @@ impl Broker {
         }
         // Taken out of the lock first: a core may be reading stats through the probe while
         // its server shuts down (joining that core under the lock would deadlock).
-        let servers = std::mem::take(&mut *self.servers.lock().unwrap_or_else(|p| p.into_inner()));
+        let servers = std::mem::take(&mut *self.servers.lock_unpoisoned());
         for s in servers {
             s.shutdown();
         }

@@ -47,6 +47,7 @@ use crate::metadata::topic_config::{
     AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE,
 };
 use crate::persist::DataVersion;
+use ringmq_sync::LockExt;
 
 /// Keys whose new value applies to the next request.
 pub const LIVE_KEYS: &[&str] = &[
@@ -286,7 +287,7 @@ impl LiveConfig {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic under the lock cannot leave State half-updated (it is replaced whole).
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// Stores every live key of `c` into its atomic. Relaxed: each key is read on its own and

@@ -6,6 +6,7 @@
 //! The arrival path only moves woken requests onto a channel; re-execution runs on the hold
 //! service's own thread, so the store's dispatch thread never builds responses.
 
+use ringmq_sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -67,13 +68,13 @@ impl PullHoldService {
     /// Without a started worker, woken pulls run on the caller's thread (unit tests).
     pub fn start(self: &Arc<Self>, max_offset: MaxOffsetFn) {
         let (tx, rx) = mpsc::channel::<Resume>();
-        *self.wake_tx.lock().unwrap() = Some(tx);
+        *self.wake_tx.lock_unpoisoned() = Some(tx);
         let me = Arc::downgrade(self);
         let handle = std::thread::Builder::new()
             .name("ringmq-pull-hold".into())
             .spawn(move || worker_loop(me, rx, max_offset))
             .expect("spawn the pull hold thread");
-        *self.worker.lock().unwrap() = Some(handle);
+        *self.worker.lock_unpoisoned() = Some(handle);
     }
 
     /// Number of parked requests.
@@ -87,7 +88,7 @@ impl PullHoldService {
             (pull.resume)();
             return;
         }
-        let mut table = self.table.lock().unwrap();
+        let mut table = self.table.lock_unpoisoned();
         table
             .entry(topic.to_string())
             .or_default()
@@ -127,7 +128,7 @@ impl PullHoldService {
     }
 
     fn take(&self, topic: &str, queue_id: i32, wake: impl Fn(&HeldPull) -> bool) -> Vec<Resume> {
-        let mut table = self.table.lock().unwrap();
+        let mut table = self.table.lock_unpoisoned();
         let Some(queues) = table.get_mut(topic) else {
             return Vec::new();
         };
@@ -157,7 +158,7 @@ impl PullHoldService {
         if woken.is_empty() {
             return;
         }
-        let tx = self.wake_tx.lock().unwrap().clone();
+        let tx = self.wake_tx.lock_unpoisoned().clone();
         for resume in woken {
             match &tx {
                 Some(tx) => {
@@ -172,7 +173,7 @@ impl PullHoldService {
 
     /// Takes every held pull whose deadline passed.
     fn take_expired(&self, now_ms: i64) -> Vec<Resume> {
-        let mut table = self.table.lock().unwrap();
+        let mut table = self.table.lock_unpoisoned();
         let mut out = Vec::new();
         for queues in table.values_mut() {
             for list in queues.values_mut() {
@@ -193,7 +194,7 @@ impl PullHoldService {
     }
 
     fn keys(&self) -> Vec<(String, i32)> {
-        let table = self.table.lock().unwrap();
+        let table = self.table.lock_unpoisoned();
         table
             .iter()
             .flat_map(|(t, q)| q.keys().map(move |id| (t.clone(), *id)))
@@ -207,8 +208,8 @@ impl PullHoldService {
         for resume in all {
             resume();
         }
-        self.wake_tx.lock().unwrap().take();
-        if let Some(handle) = self.worker.lock().unwrap().take() {
+        self.wake_tx.lock_unpoisoned().take();
+        if let Some(handle) = self.worker.lock_unpoisoned().take() {
             let _ = handle.join();
         }
     }

@@ -30,6 +30,7 @@ use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::message::properties::{self, keys};
 
 use self::text::{Exposition, Kind};
+use ringmq_sync::LockExt;
 
 /// Recording slots; threads beyond this share slots (still correct, just contended).
 pub const MAX_SLOTS: usize = 64;
@@ -290,7 +291,7 @@ fn thread_slot() -> usize {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding a slot must not stop the broker from counting.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock_unpoisoned()
 }
 
 /// Reads the store's stage profile (set when the broker runs on the disk store).

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use ringmq_sync::LockExt;
 use serde::{Deserialize, Serialize};
 
 /// Wall-clock milliseconds since the epoch (what RocketMQ stores everywhere).
@@ -66,9 +67,7 @@ pub fn write_config_file(path: &Path, content: &str) -> io::Result<()> {
     // shutdown); they share the `.tmp` name, so writes are serialized. Metadata writes are
     // rare and off the hot cores, so one process-wide lock costs nothing.
     static WRITE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = WRITE_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = WRITE_LOCK.lock_unpoisoned();
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let mut tmp_name = path.as_os_str().to_owned();

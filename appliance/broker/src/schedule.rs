@@ -26,6 +26,7 @@ use ringmq_store::{AcceptAll, GetMessageStatus, PutMessageStatus, PutRequest, Pu
 
 use crate::context::BrokerContext;
 use crate::metadata::topic_config::{SCHEDULE_TOPIC, TRANS_HALF_TOPIC};
+use ringmq_sync::LockExt;
 
 /// Most delay levels a `messageDelayLevel` string may define (upstream's default has 18).
 pub const MAX_DELAY_LEVELS: usize = 64;
@@ -255,14 +256,14 @@ impl ScheduleMessageService {
         if self.shared.running.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        *self.shared.wake.0.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        *self.shared.wake.0.lock_unpoisoned() = false;
         self.load_offsets();
         let shared = self.shared.clone();
         let handle = std::thread::Builder::new()
             .name("ringmq-schedule".to_string())
             .spawn(move || shared.timer_loop())
             .map_err(|e| format!("cannot start the schedule thread: {e}"))?;
-        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        *self.thread.lock_unpoisoned() = Some(handle);
         tracing::info!(
             levels = self.shared.levels_ms.len(),
             "schedule message service started"
@@ -277,10 +278,10 @@ impl ScheduleMessageService {
         }
         {
             let (lock, cv) = &self.shared.wake;
-            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            *lock.lock_unpoisoned() = true;
             cv.notify_all();
         }
-        if let Some(handle) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(handle) = self.thread.lock_unpoisoned().take() {
             let _ = handle.join();
         }
         self.shared.persist();
@@ -339,7 +340,7 @@ impl Shared {
                 .min(next_flush);
             let wait_ms = (earliest - self.clock.now_ms()).clamp(1, POLL_INTERVAL_MS);
             let (lock, cv) = &self.wake;
-            let stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let stopped = lock.lock_unpoisoned();
             if *stopped {
                 break;
             }

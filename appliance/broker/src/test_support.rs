@@ -15,6 +15,7 @@ use ringmq_store::{MemStore, StoreApi};
 
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
+use ringmq_sync::LockExt;
 
 /// A client connection: what the broker sent on it oneway, and the deferred answers it got.
 pub struct FakeChannel {
@@ -50,7 +51,7 @@ impl FakeChannel {
     /// Every oneway request the broker sent on this connection so far.
     pub fn sent(&self) -> Vec<RemotingCommand> {
         self.collect();
-        self.sent.lock().unwrap().clone()
+        self.sent.lock_unpoisoned().clone()
     }
 
     /// The oldest deferred answer not yet taken; an error when there is none yet, or when
@@ -73,14 +74,14 @@ impl FakeChannel {
 
     fn take_answer(&self) -> Option<Option<Response>> {
         self.collect();
-        self.answers.lock().unwrap().pop_front()
+        self.answers.lock_unpoisoned().pop_front()
     }
 
     fn collect(&self) {
         for posted in self.detached.take_posted() {
             match posted {
-                Posted::Answer(r) => self.answers.lock().unwrap().push_back(r),
-                Posted::Oneway(command) => self.sent.lock().unwrap().push(command),
+                Posted::Answer(r) => self.answers.lock_unpoisoned().push_back(r),
+                Posted::Oneway(command) => self.sent.lock_unpoisoned().push(command),
                 Posted::Close => {}
             }
         }

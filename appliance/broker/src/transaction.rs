@@ -19,6 +19,8 @@
 //! Settings are RocketMQ's keys, read from the broker config at start (they are not modelled
 //! `BrokerConfig` fields, so they arrive in `BrokerConfig::extra`): see [`TransactionConfig`].
 
+use ringmq_sync::LockExt;
+
 mod check;
 mod end;
 #[cfg(test)]
@@ -165,11 +167,7 @@ pub fn encode_op_record(
     half_queue_offset: i64,
 ) -> Result<PutRequest, String> {
     let now = crate::persist::now_ms();
-    let uniq = ctx
-        .uniq_keys
-        .lock()
-        .map(|mut g| g.next_id(now))
-        .unwrap_or_default();
+    let uniq = ctx.uniq_keys.lock_unpoisoned().next_id(now);
     let mut props = MessageProperties::new();
     let _ = props.insert(keys::TAGS, OP_REMOVE_TAG);
     let _ = props.insert(keys::WAIT, "false");

@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 
 use ringmq_remoting::body::kv::{KvConfigSerializeWrapper, KvTable};
+use ringmq_sync::LockExt;
 
 /// The namespace holding ordered-topic configs (`NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 pub const NAMESPACE_ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
@@ -199,13 +200,9 @@ impl Persister {
             }
             Persister::Background(tx) => {
                 let sent = tx
-                    .lock()
-                    .ok()
-                    .and_then(|slot| {
-                        slot.as_ref()
-                            .map(|tx| tx.send((path.to_owned(), contents)).is_ok())
-                    })
-                    .unwrap_or(false);
+                    .lock_unpoisoned()
+                    .as_ref()
+                    .is_some_and(|tx| tx.send((path.to_owned(), contents)).is_ok());
                 if !sent {
                     tracing::error!(path = %path.display(), "persist thread stopped; change not written");
                 }

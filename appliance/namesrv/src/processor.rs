@@ -40,6 +40,7 @@ use crate::route::{
     BrokerRegistration, ConnectionId, ExpiredBroker, RouteInfoManager, RouteOptions,
     UnregisterRequest,
 };
+use ringmq_sync::RwLockExt;
 
 /// `MQVersion` ordinal of V4_9_4: from here Java sends clients standard-JSON routes.
 pub const VERSION_V4_9_4: i32 = 401;
@@ -115,11 +116,11 @@ pub struct NamesrvProcessor {
 
 fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     // A panic elsewhere must not take the name server down with it.
-    lock.read().unwrap_or_else(|e| e.into_inner())
+    lock.read_unpoisoned()
 }
 
 fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|e| e.into_inner())
+    lock.write_unpoisoned()
 }
 
 impl NamesrvProcessor {

@@ -8,6 +8,7 @@ use crate::error::StoreError;
 use crate::mapped_file::{list_offset_files, offset_file_name, MapMode, MappedFile, Prepare};
 use bytes::Bytes;
 use ringmq_remoting::message::record::{self, BLANK_MAGIC};
+use ringmq_sync::RwLockExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
@@ -131,7 +132,7 @@ impl CommitLog {
 
     /// Start of the oldest segment still present (0 when empty).
     pub fn min_offset(&self) -> u64 {
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = self.files.read_unpoisoned();
         files
             .iter()
             .find(|f| !f.is_removed())
@@ -141,28 +142,21 @@ impl CommitLog {
 
     /// Snapshot of the segment list.
     pub fn files(&self) -> Vec<Arc<MappedFile>> {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.files.read_unpoisoned().clone()
     }
 
     pub fn last_file(&self) -> Option<Arc<MappedFile>> {
-        self.files
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .last()
-            .cloned()
+        self.files.read_unpoisoned().last().cloned()
     }
 
     /// Appends a new segment at the tail (append stage at roll-over).
     pub(crate) fn push_file(&self, f: Arc<MappedFile>) {
-        self.files
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(f);
+        self.files.write_unpoisoned().push(f);
     }
 
     /// Removes segments for which `pred` holds from the list (retention, truncation).
     pub(crate) fn remove_files(&self, pred: impl Fn(&MappedFile) -> bool) -> Vec<Arc<MappedFile>> {
-        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        let mut files = self.files.write_unpoisoned();
         let (gone, keep): (Vec<_>, Vec<_>) = files.drain(..).partition(|f| pred(f));
         *files = keep;
         gone
@@ -170,7 +164,7 @@ impl CommitLog {
 
     /// The segment containing global offset `offset`.
     pub fn segment_for(&self, offset: u64) -> Option<Arc<MappedFile>> {
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = self.files.read_unpoisoned();
         let first = files.first()?.from_offset();
         if offset < first {
             return None;

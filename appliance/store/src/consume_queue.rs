@@ -7,6 +7,7 @@
 
 use crate::error::StoreError;
 use crate::mapped_file::{list_offset_files, offset_file_name, MapMode, MappedFile, Prepare};
+use ringmq_sync::RwLockExt;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -116,7 +117,7 @@ impl ConsumeQueue {
             f.advise_random();
             files.push(Arc::new(f));
         }
-        *cq.files.write().unwrap_or_else(|p| p.into_inner()) = files;
+        *cq.files.write_unpoisoned() = files;
         cq.recover();
         Ok(cq)
     }
@@ -192,7 +193,7 @@ impl ConsumeQueue {
     }
 
     fn remove_files_after(&self, end_logic_bytes: u64) -> Vec<Arc<MappedFile>> {
-        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        let mut files = self.files.write_unpoisoned();
         let keep = files
             .iter()
             .position(|f| f.from_offset() > end_logic_bytes)
@@ -221,7 +222,7 @@ impl ConsumeQueue {
         self.max_physic_offset.load(Ordering::Acquire)
     }
     pub fn files(&self) -> Vec<Arc<MappedFile>> {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.files.read_unpoisoned().clone()
     }
     fn units_per_file(&self) -> i64 {
         (self.file_size / CQ_UNIT_SIZE as u64) as i64
@@ -233,7 +234,7 @@ impl ConsumeQueue {
             return None;
         }
         let byte = index as u64 * CQ_UNIT_SIZE as u64;
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = self.files.read_unpoisoned();
         let first = files.first()?.from_offset();
         if byte < first {
             return None;
@@ -271,10 +272,7 @@ impl ConsumeQueue {
         f.set_wrote(0);
         f.set_flushed(0);
         let f = Arc::new(f);
-        self.files
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Arc::clone(&f));
+        self.files.write_unpoisoned().push(Arc::clone(&f));
         Ok(f)
     }
 
@@ -295,13 +293,7 @@ impl ConsumeQueue {
             return Ok(false);
         }
         let mut at = cur;
-        if self
-            .files
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
-            && cq_offset > 0
-        {
+        if self.files.read_unpoisoned().is_empty() && cq_offset > 0 {
             // First file of a queue that starts late: fill the gap with filler units.
             let per = self.units_per_file();
             let file_start = cq_offset - cq_offset % per;
@@ -320,7 +312,7 @@ impl ConsumeQueue {
             );
         }
         let byte = at as u64 * CQ_UNIT_SIZE as u64;
-        let f = match self.files.read().unwrap_or_else(|p| p.into_inner()).last() {
+        let f = match self.files.read_unpoisoned().last() {
             Some(f) if f.contains(byte) => Some(Arc::clone(f)),
             _ => None,
         };
@@ -371,7 +363,7 @@ impl ConsumeQueue {
             }
             match cut {
                 Some(0) => {
-                    self.files.write().unwrap_or_else(|p| p.into_inner()).pop();
+                    self.files.write_unpoisoned().pop();
                     last.destroy()?;
                 }
                 Some(i) => {
@@ -418,10 +410,7 @@ impl ConsumeQueue {
             {
                 break;
             }
-            self.files
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(0);
+            self.files.write_unpoisoned().remove(0);
             if let Err(e) = first.destroy() {
                 tracing::warn!(error = %e, "deleting expired ConsumeQueue file");
             }
@@ -458,12 +447,7 @@ impl ConsumeQueue {
 
     /// Deletes every file (topic deletion / empty CommitLog).
     pub fn destroy(&self) {
-        let files: Vec<_> = self
-            .files
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-            .collect();
+        let files: Vec<_> = self.files.write_unpoisoned().drain(..).collect();
         for f in files {
             let _ = f.destroy();
         }
@@ -514,8 +498,7 @@ impl ConsumeQueueTable {
 
     pub fn find(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
         self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .read_unpoisoned()
             .get(topic)?
             .get(&queue_id)
             .cloned()
@@ -525,7 +508,7 @@ impl ConsumeQueueTable {
         if let Some(cq) = self.find(topic, queue_id) {
             return cq;
         }
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.write_unpoisoned();
         Arc::clone(
             map.entry(topic.to_string())
                 .or_default()
@@ -543,20 +526,14 @@ impl ConsumeQueueTable {
 
     pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .read_unpoisoned()
             .values()
             .flat_map(|m| m.values().cloned())
             .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|m| m.len())
-            .sum()
+        self.map.read_unpoisoned().values().map(|m| m.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -565,11 +542,7 @@ impl ConsumeQueueTable {
 
     /// Removes a topic's queues from the table and deletes their files.
     pub fn remove_topic(&self, topic: &str) -> usize {
-        let removed = self
-            .map
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(topic);
+        let removed = self.map.write_unpoisoned().remove(topic);
         let n = removed.as_ref().map(|m| m.len()).unwrap_or(0);
         for cq in removed.into_iter().flat_map(|m| m.into_values()) {
             cq.destroy();

@@ -17,6 +17,7 @@ use crate::types::{
     PutMessageStatus, PutRequest, PutResult,
 };
 use crate::ArrivalListener;
+use ringmq_sync::{LockExt, RwLockExt};
 
 struct QueueEntry {
     phys_offset: i64,
@@ -60,20 +61,20 @@ impl MemStore {
 
     /// Makes every later put fail with `status` (None = normal).
     pub fn force_put_status(&self, status: Option<PutMessageStatus>) {
-        *self.forced_status.lock().unwrap() = status;
+        *self.forced_status.lock_unpoisoned() = status;
     }
 }
 
 impl StoreApi for MemStore {
     fn put(&self, mut request: PutRequest, on_done: PutCallback) {
-        if let Some(status) = *self.forced_status.lock().unwrap() {
+        if let Some(status) = *self.forced_status.lock_unpoisoned() {
             on_done(PutResult::failed(status));
             return;
         }
         let now = crate::util::now_ms();
         let mut events: Vec<(String, i32, i64, i64, Vec<u8>)> = Vec::new();
         let result = {
-            let mut inner = self.inner.lock().unwrap();
+            let mut inner = self.inner.lock_unpoisoned();
             let key = (request.topic.clone(), request.queue_id);
             let prepared = matches!(
                 request.sys_flag & record::SYSFLAG_TRANSACTION_MASK,
@@ -175,7 +176,7 @@ impl StoreApi for MemStore {
             }
         };
         on_done(result);
-        let listeners = self.listeners.read().unwrap().clone();
+        let listeners = self.listeners.read_unpoisoned().clone();
         for (topic, queue_id, next, tags_code, props) in &events {
             let ev = ArrivalEvent {
                 topic,
@@ -201,7 +202,7 @@ impl StoreApi for MemStore {
         filter: &dyn MessageFilter,
     ) -> GetMessageResult {
         use GetMessageStatus::*;
-        let inner = self.inner.lock().unwrap();
+        let inner = self.inner.lock_unpoisoned();
         let Some(queue) = inner.queues.get(&(topic.to_string(), queue_id)) else {
             return GetMessageResult::empty(NoMatchedLogicQueue, 0, 0, 0);
         };
@@ -248,8 +249,7 @@ impl StoreApi for MemStore {
 
     fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .queues
             .get(&(topic.to_string(), queue_id))
             .map_or(0, |q| q.len() as i64)
@@ -266,7 +266,7 @@ impl StoreApi for MemStore {
         timestamp_ms: i64,
         boundary: Boundary,
     ) -> i64 {
-        let inner = self.inner.lock().unwrap();
+        let inner = self.inner.lock_unpoisoned();
         let Some(q) = inner.queues.get(&(topic.to_string(), queue_id)) else {
             return 0;
         };
@@ -284,8 +284,7 @@ impl StoreApi for MemStore {
 
     fn earliest_message_time(&self, topic: &str, queue_id: i32) -> Option<i64> {
         self.inner
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .queues
             .get(&(topic.to_string(), queue_id))
             .and_then(|q| q.first())
@@ -293,7 +292,7 @@ impl StoreApi for MemStore {
     }
 
     fn message_store_time(&self, topic: &str, queue_id: i32, queue_offset: i64) -> Option<i64> {
-        let inner = self.inner.lock().unwrap();
+        let inner = self.inner.lock_unpoisoned();
         let q = inner.queues.get(&(topic.to_string(), queue_id))?;
         usize::try_from(queue_offset)
             .ok()
@@ -303,8 +302,7 @@ impl StoreApi for MemStore {
 
     fn look_message_by_offset(&self, physical_offset: i64) -> Option<Bytes> {
         self.inner
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .log
             .get(&physical_offset)
             .cloned()
@@ -318,7 +316,7 @@ impl StoreApi for MemStore {
         begin_ms: i64,
         end_ms: i64,
     ) -> Vec<Bytes> {
-        let inner = self.inner.lock().unwrap();
+        let inner = self.inner.lock_unpoisoned();
         let mut out = Vec::new();
         let Some(offsets) = inner.index.get(&(topic.to_string(), key.to_string())) else {
             return out;
@@ -342,7 +340,7 @@ impl StoreApi for MemStore {
     }
 
     fn index_last_update(&self) -> IndexUpdatePoint {
-        let inner = self.inner.lock().unwrap();
+        let inner = self.inner.lock_unpoisoned();
         IndexUpdatePoint {
             timestamp_ms: inner.last_index_ts,
             phy_offset: inner.last_index_phys,
@@ -350,11 +348,11 @@ impl StoreApi for MemStore {
     }
 
     fn add_arrival_listener(&self, listener: ArrivalListener) {
-        self.listeners.write().unwrap().push(listener);
+        self.listeners.write_unpoisoned().push(listener);
     }
 
     fn commit_log_max_offset(&self) -> i64 {
-        self.inner.lock().unwrap().next_phys
+        self.inner.lock_unpoisoned().next_phys
     }
 
     /// The in-memory store keeps no files and expires nothing: there is nothing to delete.

@@ -13,6 +13,7 @@ use crate::mapped_file::MappedFile;
 use crate::reput::Dispatcher;
 use crate::shared::Shared;
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord};
+use ringmq_sync::LockExt;
 use std::sync::Arc;
 
 /// What recovery found.
@@ -209,10 +210,7 @@ fn truncate_logics(shared: &Shared, process: u64) -> Result<(), StoreError> {
         cq.flush()?;
     }
     if let Some(index) = &shared.index {
-        index
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .truncate_to(process as i64);
+        index.lock_unpoisoned().truncate_to(process as i64);
     }
     Ok(())
 }

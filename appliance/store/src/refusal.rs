@@ -10,6 +10,7 @@
 //!
 //! The type is public so the broker can report the refusals it answers the same way.
 
+use ringmq_sync::LockExt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -78,7 +79,7 @@ impl RefusalLog {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+        self.slots.lock_unpoisoned()
     }
 
     /// `refused` with an explicit clock; returns the line to log, if any.

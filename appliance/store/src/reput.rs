@@ -11,6 +11,7 @@ use crate::shared::{ArrivalListener, Shared, FLAG_LOGIC_QUEUE_ERROR};
 use crate::types::ArrivalEvent;
 use crate::util::{property, tags_code};
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord, BLANK_MAGIC};
+use ringmq_sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -89,7 +90,7 @@ impl Dispatcher {
         let keys = property(rec.properties, "KEYS");
         // The lock is held until availability is published, so a reader that finds the
         // new entries also sees the index as available.
-        let mut idx = index.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idx = index.lock_unpoisoned();
         let built = idx.build_index(
             topic,
             uniq,

@@ -15,6 +15,7 @@ use crate::mapped_file::MappedFile;
 use crate::shared::{Shared, FLAG_DISK_FULL};
 pub use crate::util::disk_used_percent;
 use crate::util::local_hour;
+use ringmq_sync::LockExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -236,10 +237,7 @@ fn clean_logics(shared: &Shared, st: &mut RetentionState, pause: &mut dyn FnMut(
         }
     }
     if let Some(index) = &shared.index {
-        index
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .delete_expired(min);
+        index.lock_unpoisoned().delete_expired(min);
     }
     st.last_commit_log_min = min;
 }

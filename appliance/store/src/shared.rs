@@ -11,6 +11,7 @@ use crate::index::IndexService;
 use crate::refusal::{RefusalLog, DEFAULT_REFUSAL_LOG_INTERVAL};
 use crate::types::{ArrivalEvent, StoreMetrics};
 use crate::util::physical_memory_bytes;
+use ringmq_sync::{LockExt, RwLockExt};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::Thread;
@@ -185,16 +186,10 @@ impl Shared {
         self.running_flags.fetch_and(!flag, Ordering::AcqRel);
     }
     pub fn add_listener(&self, listener: ArrivalListener) {
-        self.listeners
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(listener);
+        self.listeners.write_unpoisoned().push(listener);
     }
     pub fn listeners_snapshot(&self) -> Vec<ArrivalListener> {
-        self.listeners
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.listeners.read_unpoisoned().clone()
     }
     pub fn is_writeable(&self) -> bool {
         self.running_flags.load(Ordering::Acquire) == 0 && !self.stopping.load(Ordering::Acquire)
@@ -206,11 +201,7 @@ impl Shared {
             index_msg_timestamp: self
                 .index
                 .as_ref()
-                .map(|i| {
-                    i.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .last_full_end_timestamp()
-                })
+                .map(|i| i.lock_unpoisoned().last_full_end_timestamp())
                 .unwrap_or(0),
             master_flushed_offset: 0,
             confirm_phy_offset: self.confirm_offset() as i64,
@@ -226,16 +217,12 @@ impl Shared {
             }
         }
         if let Some(i) = &self.index {
-            if let Err(e) = i.lock().unwrap_or_else(|p| p.into_inner()).flush() {
+            if let Err(e) = i.lock_unpoisoned().flush() {
                 tracing::error!(error = %e, "flushing index failed");
             }
         }
         let data = self.checkpoint_data(logics_ts);
-        if let Err(e) = checkpoint
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write(&data)
-        {
+        if let Err(e) = checkpoint.lock_unpoisoned().write(&data) {
             tracing::error!(error = %e, "writing checkpoint failed");
         }
     }

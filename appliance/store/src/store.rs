@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use crate::shared::ArrivalListener;
+use ringmq_sync::LockExt;
 
 /// Reasons a put is refused before it reaches the append stage (log and metrics keys).
 pub const REFUSED_SHUTTING_DOWN: &str = "SHUTTING_DOWN";
@@ -230,11 +231,7 @@ impl MessageStore {
     /// (`executeDeleteFilesManually`): expired files are deleted regardless of the hour.
     /// Returns the CommitLog segments deleted.
     pub fn delete_expired_files_now(&self) -> usize {
-        let mut st = self
-            .inner
-            .retention
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut st = self.inner.retention.lock_unpoisoned();
         st.manual_delete_remaining = st.manual_delete_remaining.max(1);
         self.retention_pass(&mut st)
     }
@@ -243,11 +240,7 @@ impl MessageStore {
     /// `cleanResourceInterval` (disk-usage check, deleteWhen hour, pending manual passes).
     /// Returns the CommitLog segments deleted.
     pub fn clean_files_now(&self) -> usize {
-        let mut st = self
-            .inner
-            .retention
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut st = self.inner.retention.lock_unpoisoned();
         self.retention_pass(&mut st)
     }
 
@@ -264,8 +257,7 @@ impl MessageStore {
     pub fn execute_delete_files_manually(&self) {
         self.inner
             .retention
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_unpoisoned()
             .manual_delete_remaining = retention::MANUAL_DELETE_PASSES;
         tracing::info!(
             "executeDeleteFilesManually: expired files are deleted over the next 20 passes"

@@ -19,6 +19,7 @@ use crate::retention::{self, RetentionState};
 use crate::shared::{Loaded, Shared, FLAG_DISK_FULL};
 use crate::stage_msg::{AppendMsg, FlushMsg};
 use crate::store::{Inner, MessageStore, StopHandle};
+use ringmq_sync::LockExt;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -359,7 +360,7 @@ fn start_cleaner(
             !stopped
         };
         while pause(every_ms) {
-            let mut st = ret.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = ret.lock_unpoisoned();
             retention::run_once(&s, &mut st, &mut pause);
         }
     })?;
@@ -387,22 +388,12 @@ impl Inner {
         s.flush_logics_and_checkpoint(&self.checkpoint);
         s.refusals.flush();
         remove_abort_if_consistent(s);
-        for h in self
-            .threads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
+        for h in self.threads.lock_unpoisoned().drain(..) {
             // Append and flush stages have stopped; the allocator and flush worker stop
             // once their senders (owned by those stages) are gone.
             let _ = h.join();
         }
-        drop(
-            self.lock_file
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(),
-        );
+        drop(self.lock_file.lock_unpoisoned().take());
     }
 
     /// Lets the append stage finish queued puts and the flush stage its final flush.
@@ -428,12 +419,7 @@ impl Inner {
         }
         s.reput_may_exit.store(true, Ordering::Release);
         s.wake_reput();
-        if let Some(h) = self
-            .reput_handle
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(h) = self.reput_handle.lock_unpoisoned().take() {
             let _ = h.join();
         }
     }
@@ -441,7 +427,7 @@ impl Inner {
 
 /// Signals a periodic thread to stop and waits for it.
 fn stop_thread(handle: &Mutex<Option<StopHandle>>) {
-    if let Some((stop, h)) = handle.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    if let Some((stop, h)) = handle.lock_unpoisoned().take() {
         let _ = stop.send(());
         drop(stop);
         let _ = h.join();

@@ -12,6 +12,7 @@ use crate::types::{Boundary, FileSpan, GetMessageResult, GetMessageStatus, Messa
 use crate::util::property;
 use bytes::Bytes;
 use ringmq_remoting::message::record::{self, Decoded};
+use ringmq_sync::LockExt;
 use std::sync::Arc;
 
 /// Hard cap on one get's bytes (upstream MAX_PULL_MSG_SIZE, 128 MiB).
@@ -178,13 +179,9 @@ impl MessageStore {
             return Vec::new();
         };
         let max_num = max_num.min(s.config.max_msgs_num_batch).max(1);
-        let offsets = index.lock().unwrap_or_else(|p| p.into_inner()).query(
-            topic,
-            key,
-            max_num * 2,
-            begin_ms,
-            end_ms,
-        );
+        let offsets = index
+            .lock_unpoisoned()
+            .query(topic, key, max_num * 2, begin_ms, end_ms);
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for off in offsets {

@@ -9,6 +9,7 @@ use std::sync::{Mutex, RwLock};
 use ringmq_remoting::message::tags::TagFilter;
 
 use ringmq_runtime::Connection;
+use ringmq_sync::{LockExt, RwLockExt};
 
 /// One subscription (`SubscriptionData`), tag hash codes recomputed by the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,7 +149,7 @@ impl ConsumerManager {
         consume_from_where: &str,
         subscriptions: Option<Vec<SubscriptionData>>,
     ) -> RegisterOutcome {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         let g = groups.entry(group.to_string()).or_default();
         let mut outcome = RegisterOutcome::default();
         let id = info.channel.id();
@@ -189,7 +190,7 @@ impl ConsumerManager {
 
     /// Removes `client_id`'s channel(s) from `group`; true when the group changed.
     pub fn unregister(&self, group: &str, channel_id: u64, client_id: &str) -> bool {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         let Some(g) = groups.get_mut(group) else {
             return false;
         };
@@ -205,7 +206,7 @@ impl ConsumerManager {
 
     /// A connection closed: the groups it left.
     pub fn remove_channel(&self, channel_id: u64) -> Vec<String> {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         let mut changed = Vec::new();
         groups.retain(|name, g| {
             if g.channels.remove(&channel_id).is_some() {
@@ -218,7 +219,7 @@ impl ConsumerManager {
 
     /// Removes channels silent for more than `timeout_ms`; returns (group, channel) pairs.
     pub fn scan_expired(&self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Connection)> {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         let mut expired = Vec::new();
         groups.retain(|name, g| {
             g.channels.retain(|_, info| {
@@ -234,24 +235,23 @@ impl ConsumerManager {
     }
 
     pub fn group(&self, group: &str) -> Option<ConsumerGroupInfo> {
-        self.groups.read().unwrap().get(group).cloned()
+        self.groups.read_unpoisoned().get(group).cloned()
     }
 
     pub fn subscription(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
         self.groups
-            .read()
-            .unwrap()
+            .read_unpoisoned()
             .get(group)
             .and_then(|g| g.subscriptions.get(topic).cloned())
     }
 
     pub fn has_group(&self, group: &str) -> bool {
-        self.groups.read().unwrap().contains_key(group)
+        self.groups.read_unpoisoned().contains_key(group)
     }
 
     /// Client ids of the group's live channels (unsorted; clients sort).
     pub fn client_ids(&self, group: &str) -> Vec<String> {
-        let groups = self.groups.read().unwrap();
+        let groups = self.groups.read_unpoisoned();
         let Some(g) = groups.get(group) else {
             return Vec::new();
         };
@@ -263,8 +263,7 @@ impl ConsumerManager {
 
     pub fn channels(&self, group: &str) -> Vec<Connection> {
         self.groups
-            .read()
-            .unwrap()
+            .read_unpoisoned()
             .get(group)
             .map(|g| g.channels.values().map(|c| c.channel.clone()).collect())
             .unwrap_or_default()
@@ -274,8 +273,7 @@ impl ConsumerManager {
     pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
         let mut out: Vec<String> = self
             .groups
-            .read()
-            .unwrap()
+            .read_unpoisoned()
             .iter()
             .filter(|(_, g)| g.subscriptions.contains_key(topic))
             .map(|(n, _)| n.clone())
@@ -326,7 +324,7 @@ impl RebalanceLockManager {
         client_id: &str,
         now_ms: i64,
     ) -> Vec<MessageQueue> {
-        let mut table = self.table.lock().unwrap();
+        let mut table = self.table.lock_unpoisoned();
         let locks = table.entry(group.to_string()).or_default();
         let mut granted = Vec::new();
         for mq in mqs {
@@ -358,7 +356,7 @@ impl RebalanceLockManager {
     }
 
     pub fn unlock_batch(&self, group: &str, mqs: &[MessageQueue], client_id: &str) {
-        let mut table = self.table.lock().unwrap();
+        let mut table = self.table.lock_unpoisoned();
         if let Some(locks) = table.get_mut(group) {
             for mq in mqs {
                 if locks.get(mq).is_some_and(|e| e.client_id == client_id) {
@@ -375,7 +373,7 @@ impl RebalanceLockManager {
     /// straight to the DLQ, as upstream does for orderly consumers).
     pub fn has_unexpired_lock(&self, group: &str) -> bool {
         let now = crate::persist::now_ms();
-        let table = self.table.lock().unwrap();
+        let table = self.table.lock_unpoisoned();
         table.get(group).is_some_and(|locks| {
             locks
                 .values()

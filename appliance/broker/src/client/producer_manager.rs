@@ -7,6 +7,7 @@ use std::sync::RwLock;
 
 use crate::client::consumer_manager::ClientChannelInfo;
 use ringmq_runtime::Connection;
+use ringmq_sync::RwLockExt;
 
 #[derive(Default)]
 pub struct ProducerManager {
@@ -19,7 +20,7 @@ impl ProducerManager {
     }
 
     pub fn register(&self, group: &str, info: ClientChannelInfo) {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         groups
             .entry(group.to_string())
             .or_default()
@@ -27,7 +28,7 @@ impl ProducerManager {
     }
 
     pub fn unregister(&self, group: &str, channel_id: u64, client_id: &str) {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         if let Some(g) = groups.get_mut(group) {
             g.retain(|id, info| *id != channel_id && info.client_id != client_id);
             if g.is_empty() {
@@ -37,7 +38,7 @@ impl ProducerManager {
     }
 
     pub fn remove_channel(&self, channel_id: u64) {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         groups.retain(|_, g| {
             g.remove(&channel_id);
             !g.is_empty()
@@ -45,7 +46,7 @@ impl ProducerManager {
     }
 
     pub fn scan_expired(&self, now_ms: i64, timeout_ms: i64) -> Vec<Connection> {
-        let mut groups = self.groups.write().unwrap();
+        let mut groups = self.groups.write_unpoisoned();
         let mut expired = Vec::new();
         groups.retain(|_, g| {
             g.retain(|_, info| {
@@ -62,7 +63,7 @@ impl ProducerManager {
 
     /// A live channel of `group` (for CHECK_TRANSACTION_STATE), if any.
     pub fn any_channel(&self, group: &str) -> Option<Connection> {
-        let groups = self.groups.read().unwrap();
+        let groups = self.groups.read_unpoisoned();
         groups
             .get(group)?
             .values()
@@ -72,15 +73,14 @@ impl ProducerManager {
 
     pub fn connections(&self, group: &str) -> Vec<ClientChannelInfo> {
         self.groups
-            .read()
-            .unwrap()
+            .read_unpoisoned()
             .get(group)
             .map(|g| g.values().cloned().collect())
             .unwrap_or_default()
     }
 
     pub fn group_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.groups.read().unwrap().keys().cloned().collect();
+        let mut names: Vec<String> = self.groups.read_unpoisoned().keys().cloned().collect();
         names.sort();
         names
     }

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use crate::persist::{self, DataVersion};
+use ringmq_sync::LockExt;
 
 const SHARDS: usize = 16;
 
@@ -67,14 +68,17 @@ impl ConsumerOffsetManager {
                             map.insert(q, o);
                         }
                     }
-                    manager.shard(key).lock().unwrap().insert(key.clone(), map);
+                    manager
+                        .shard(key)
+                        .lock_unpoisoned()
+                        .insert(key.clone(), map);
                 }
             }
             if let Some(dv) = v
                 .get("dataVersion")
                 .and_then(|d| serde_json::from_value(d.clone()).ok())
             {
-                *manager.data_version.lock().unwrap() = dv;
+                *manager.data_version.lock_unpoisoned() = dv;
             }
         }
         Ok(manager)
@@ -91,7 +95,7 @@ impl ConsumerOffsetManager {
     /// Stores `offset` as the group's next offset to consume on the queue.
     pub fn commit_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
         let key = offset_key(topic, group);
-        let mut shard = self.shard(&key).lock().unwrap();
+        let mut shard = self.shard(&key).lock_unpoisoned();
         let queues = shard.entry(key).or_default();
         if let Some(prev) = queues.insert(queue_id, offset) {
             if offset < prev {
@@ -111,8 +115,7 @@ impl ConsumerOffsetManager {
     pub fn query_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         let key = offset_key(topic, group);
         self.shard(&key)
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .get(&key)
             .and_then(|q| q.get(&queue_id))
             .copied()
@@ -122,8 +125,7 @@ impl ConsumerOffsetManager {
     pub fn query_offsets(&self, group: &str, topic: &str) -> BTreeMap<i32, i64> {
         let key = offset_key(topic, group);
         self.shard(&key)
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .get(&key)
             .map(|q| q.iter().map(|(k, v)| (*k, *v)).collect())
             .unwrap_or_default()
@@ -134,8 +136,7 @@ impl ConsumerOffsetManager {
         let key = offset_key(topic, group);
         let idx = self.shard_index(&key);
         self.pull_offsets[idx]
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .entry(key)
             .or_default()
             .insert(queue_id, offset);
@@ -145,8 +146,7 @@ impl ConsumerOffsetManager {
         let key = offset_key(topic, group);
         let idx = self.shard_index(&key);
         self.pull_offsets[idx]
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .get(&key)
             .and_then(|q| q.get(&queue_id))
             .copied()
@@ -156,8 +156,7 @@ impl ConsumerOffsetManager {
     /// committed offset is set to it.
     pub fn set_reset_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
         self.reset_offsets
-            .lock()
-            .unwrap()
+            .lock_unpoisoned()
             .entry(offset_key(topic, group))
             .or_default()
             .insert(queue_id, offset);
@@ -166,7 +165,7 @@ impl ConsumerOffsetManager {
 
     /// A pending reset offset, if any (not consumed).
     pub fn peek_reset_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
-        let resets = self.reset_offsets.lock().unwrap();
+        let resets = self.reset_offsets.lock_unpoisoned();
         if resets.is_empty() {
             return None;
         }
@@ -178,7 +177,7 @@ impl ConsumerOffsetManager {
 
     /// Takes the pending reset offset (one-shot).
     pub fn take_reset_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
-        let mut resets = self.reset_offsets.lock().unwrap();
+        let mut resets = self.reset_offsets.lock_unpoisoned();
         if resets.is_empty() {
             return None;
         }
@@ -195,7 +194,7 @@ impl ConsumerOffsetManager {
     pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
         let mut groups = Vec::new();
         for shard in &self.shards {
-            for key in shard.lock().unwrap().keys() {
+            for key in shard.lock_unpoisoned().keys() {
                 if let Some((t, g)) = key.split_once('@') {
                     if t == topic {
                         groups.push(g.to_string());
@@ -211,7 +210,7 @@ impl ConsumerOffsetManager {
     pub fn topics_of_group(&self, group: &str) -> Vec<String> {
         let mut topics = Vec::new();
         for shard in &self.shards {
-            for key in shard.lock().unwrap().keys() {
+            for key in shard.lock_unpoisoned().keys() {
                 if let Some((t, g)) = key.rsplit_once('@') {
                     if g == group {
                         topics.push(t.to_string());
@@ -226,8 +225,7 @@ impl ConsumerOffsetManager {
     pub fn remove_group(&self, group: &str) {
         for shard in &self.shards {
             shard
-                .lock()
-                .unwrap()
+                .lock_unpoisoned()
                 .retain(|k, _| k.rsplit_once('@').map(|(_, g)| g != group).unwrap_or(true));
         }
     }
@@ -237,7 +235,7 @@ impl ConsumerOffsetManager {
     pub fn encode(&self) -> String {
         let mut all: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
         for shard in &self.shards {
-            for (k, q) in shard.lock().unwrap().iter() {
+            for (k, q) in shard.lock_unpoisoned().iter() {
                 all.insert(k.clone(), q.iter().map(|(a, b)| (*a, *b)).collect());
             }
         }
@@ -245,7 +243,7 @@ impl ConsumerOffsetManager {
         let _ = write!(
             out,
             "{{\"dataVersion\":{},\"offsetTable\":{{",
-            self.data_version.lock().unwrap().to_json()
+            self.data_version.lock_unpoisoned().to_json()
         );
         for (i, (key, queues)) in all.iter().enumerate() {
             if i > 0 {
@@ -269,7 +267,7 @@ impl ConsumerOffsetManager {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        self.data_version.lock().unwrap().next_version();
+        self.data_version.lock_unpoisoned().next_version();
         persist::write_config_file(path, &self.encode())
     }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::persist::{self, DataVersion};
+use ringmq_sync::LockExt;
 
 pub struct DelayOffsetManager {
     path: Option<PathBuf>,
@@ -33,7 +34,7 @@ impl DelayOffsetManager {
         })?;
         if let Some(v) = parsed {
             if let Some(table) = v.get("offsetTable").and_then(|t| t.as_object()) {
-                let mut t = manager.table.lock().unwrap();
+                let mut t = manager.table.lock_unpoisoned();
                 for (level, off) in table {
                     if let (Ok(l), Some(o)) = (level.parse::<i32>(), off.as_i64()) {
                         t.insert(l, o);
@@ -44,33 +45,33 @@ impl DelayOffsetManager {
                 .get("dataVersion")
                 .and_then(|d| serde_json::from_value(d.clone()).ok())
             {
-                *manager.data_version.lock().unwrap() = dv;
+                *manager.data_version.lock_unpoisoned() = dv;
             }
         }
         Ok(manager)
     }
 
     pub fn offset(&self, level: i32) -> Option<i64> {
-        self.table.lock().unwrap().get(&level).copied()
+        self.table.lock_unpoisoned().get(&level).copied()
     }
 
     pub fn update(&self, level: i32, offset: i64) {
-        self.table.lock().unwrap().insert(level, offset);
+        self.table.lock_unpoisoned().insert(level, offset);
     }
 
     pub fn all(&self) -> BTreeMap<i32, i64> {
-        self.table.lock().unwrap().clone()
+        self.table.lock_unpoisoned().clone()
     }
 
     /// File body (also `GET_ALL_DELAY_OFFSET`'s): fastjson dialect, bare level keys.
     pub fn encode(&self) -> String {
-        let version = self.data_version.lock().unwrap().to_json();
+        let version = self.data_version.lock_unpoisoned().to_json();
         self.encode_with(&version)
     }
 
     fn encode_with(&self, data_version_json: &str) -> String {
         let mut out = format!("{{\"dataVersion\":{data_version_json},\"offsetTable\":{{");
-        for (i, (level, off)) in self.table.lock().unwrap().iter().enumerate() {
+        for (i, (level, off)) in self.table.lock_unpoisoned().iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
@@ -86,7 +87,7 @@ impl DelayOffsetManager {
         };
         // Version bump, snapshot and write under one lock: two persisting threads must not
         // let an older snapshot land after a newer one.
-        let mut version = self.data_version.lock().unwrap();
+        let mut version = self.data_version.lock_unpoisoned();
         version.next_version();
         let text = self.encode_with(&version.to_json());
         let result = persist::write_config_file(path, &text);

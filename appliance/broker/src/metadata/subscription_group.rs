@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::BrokerConfig;
 use crate::persist::{self, DataVersion};
+use ringmq_sync::{LockExt, RwLockExt};
 
 /// `SubscriptionGroupConfig` with upstream defaults (headers.md §9.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,7 +147,7 @@ impl SubscriptionGroupManager {
                 .map_err(|e| e.to_string())
         })?;
         if let Some(w) = parsed {
-            let mut table = manager.table.write().unwrap();
+            let mut table = manager.table.write_unpoisoned();
             for (name, mut sg) in w.subscription_group_table {
                 if sg.group_name.is_empty() {
                     sg.group_name = name.clone();
@@ -154,15 +155,15 @@ impl SubscriptionGroupManager {
                 table.insert(name, Arc::new(sg));
             }
             drop(table);
-            *manager.forbidden.write().unwrap() = w.forbidden_table;
-            *manager.data_version.lock().unwrap() = w.data_version;
+            *manager.forbidden.write_unpoisoned() = w.forbidden_table;
+            *manager.data_version.lock_unpoisoned() = w.data_version;
         }
         Ok(manager)
     }
 
     /// The group's config; auto-created (and persisted) when allowed.
     pub fn find(&self, group: &str) -> Option<Arc<SubscriptionGroupConfig>> {
-        if let Some(sg) = self.table.read().unwrap().get(group) {
+        if let Some(sg) = self.table.read_unpoisoned().get(group) {
             return Some(sg.clone());
         }
         if !self.auto_create.load(Ordering::Relaxed)
@@ -171,7 +172,7 @@ impl SubscriptionGroupManager {
             return None;
         }
         let sg = {
-            let mut table = self.table.write().unwrap();
+            let mut table = self.table.write_unpoisoned();
             table
                 .entry(group.to_string())
                 .or_insert_with(|| Arc::new(SubscriptionGroupConfig::new(group)))
@@ -189,19 +190,18 @@ impl SubscriptionGroupManager {
 
     /// Lookup without auto-creation.
     pub fn get(&self, group: &str) -> Option<Arc<SubscriptionGroupConfig>> {
-        self.table.read().unwrap().get(group).cloned()
+        self.table.read_unpoisoned().get(group).cloned()
     }
 
     pub fn update(&self, sg: SubscriptionGroupConfig) {
         self.table
-            .write()
-            .unwrap()
+            .write_unpoisoned()
             .insert(sg.group_name.clone(), Arc::new(sg));
         self.changed();
     }
 
     pub fn delete(&self, group: &str) -> bool {
-        let removed = self.table.write().unwrap().remove(group).is_some();
+        let removed = self.table.write_unpoisoned().remove(group).is_some();
         if removed {
             self.changed();
         }
@@ -211,8 +211,7 @@ impl SubscriptionGroupManager {
     /// Forbidden perm bits of `group` on `topic` (0 = nothing forbidden).
     pub fn forbidden(&self, group: &str, topic: &str) -> u32 {
         self.forbidden
-            .read()
-            .unwrap()
+            .read_unpoisoned()
             .get(group)
             .and_then(|m| m.get(topic))
             .copied()
@@ -221,12 +220,11 @@ impl SubscriptionGroupManager {
 
     pub fn wrapper(&self) -> SubscriptionGroupWrapper {
         SubscriptionGroupWrapper {
-            data_version: *self.data_version.lock().unwrap(),
-            forbidden_table: self.forbidden.read().unwrap().clone(),
+            data_version: *self.data_version.lock_unpoisoned(),
+            forbidden_table: self.forbidden.read_unpoisoned().clone(),
             subscription_group_table: self
                 .table
-                .read()
-                .unwrap()
+                .read_unpoisoned()
                 .iter()
                 .map(|(k, v)| (k.clone(), (**v).clone()))
                 .collect(),
@@ -234,7 +232,7 @@ impl SubscriptionGroupManager {
     }
 
     fn changed(&self) {
-        self.data_version.lock().unwrap().next_version();
+        self.data_version.lock_unpoisoned().next_version();
         if let Err(e) = self.persist() {
             tracing::error!(
                 "cannot persist subscriptionGroup.json: {e}; the change lives in memory only"

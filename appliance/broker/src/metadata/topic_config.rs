@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::BrokerConfig;
 use crate::persist::{self, DataVersion};
+use ringmq_sync::{LockExt, RwLockExt};
 
 pub const PERM_PRIORITY: u32 = 8;
 pub const PERM_READ: u32 = 4;
@@ -344,25 +345,25 @@ impl TopicConfigManager {
             .map_err(|e| e.to_string())
         })?;
         if let Some(wrapper) = parsed {
-            let mut table = (**manager.table.read().unwrap()).clone();
+            let mut table = (**manager.table.read_unpoisoned()).clone();
             for (name, mut tc) in wrapper.topic_config_table {
                 if tc.topic_name.is_empty() {
                     tc.topic_name = name.clone();
                 }
                 table.insert(name, Arc::new(tc));
             }
-            *manager.table.write().unwrap() = Arc::new(table);
-            *manager.data_version.lock().unwrap() = wrapper.data_version;
+            *manager.table.write_unpoisoned() = Arc::new(table);
+            *manager.data_version.lock_unpoisoned() = wrapper.data_version;
         }
         Ok(manager)
     }
 
     pub fn set_on_change(&self, listener: Listener) {
-        *self.on_change.write().unwrap() = Some(listener);
+        *self.on_change.write_unpoisoned() = Some(listener);
     }
 
     pub fn select(&self, topic: &str) -> Option<Arc<TopicConfig>> {
-        self.table.read().unwrap().get(topic).cloned()
+        self.table.read_unpoisoned().get(topic).cloned()
     }
 
     pub fn is_system_topic(&self, topic: &str) -> bool {
@@ -370,18 +371,18 @@ impl TopicConfigManager {
     }
 
     pub fn topic_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.table.read().unwrap().keys().cloned().collect();
+        let mut names: Vec<String> = self.table.read_unpoisoned().keys().cloned().collect();
         names.sort();
         names
     }
 
     pub fn data_version(&self) -> DataVersion {
-        *self.data_version.lock().unwrap()
+        *self.data_version.lock_unpoisoned()
     }
 
     /// The whole table as the registration body / `topics.json` wants it.
     pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
-        let table = self.table.read().unwrap().clone();
+        let table = self.table.read_unpoisoned().clone();
         TopicConfigSerializeWrapper {
             data_version: self.data_version(),
             topic_config_table: table
@@ -395,7 +396,7 @@ impl TopicConfigManager {
     pub fn update(&self, tc: TopicConfig) -> Arc<TopicConfig> {
         let tc = Arc::new(tc);
         {
-            let mut guard = self.table.write().unwrap();
+            let mut guard = self.table.write_unpoisoned();
             let mut table = (**guard).clone();
             table.insert(tc.topic_name.clone(), tc.clone());
             *guard = Arc::new(table);
@@ -406,7 +407,7 @@ impl TopicConfigManager {
 
     pub fn delete(&self, topic: &str) -> bool {
         let removed = {
-            let mut guard = self.table.write().unwrap();
+            let mut guard = self.table.write_unpoisoned();
             if !guard.contains_key(topic) {
                 return false;
             }
@@ -427,11 +428,11 @@ impl TopicConfigManager {
     }
 
     fn changed(&self) {
-        self.data_version.lock().unwrap().next_version();
+        self.data_version.lock_unpoisoned().next_version();
         if let Err(e) = self.persist() {
             tracing::error!("cannot persist topics.json: {e}; the change lives in memory only");
         }
-        if let Some(listener) = self.on_change.read().unwrap().as_ref() {
+        if let Some(listener) = self.on_change.read_unpoisoned().as_ref() {
             listener();
         }
     }
@@ -512,7 +513,7 @@ impl TopicConfigManager {
 
     fn create_if_absent(&self, tc: TopicConfig) -> Arc<TopicConfig> {
         let created = {
-            let mut guard = self.table.write().unwrap();
+            let mut guard = self.table.write_unpoisoned();
             if let Some(existing) = guard.get(&tc.topic_name) {
                 return existing.clone();
             }

@@ -24,6 +24,7 @@ use crate::context::{error_response, header_error, BrokerContext};
 use crate::log_limit::RefusalLog;
 use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
 use crate::metrics::MessageType;
+use ringmq_sync::LockExt;
 
 /// Wire keys of `SendMessageRequestHeader` (code 10) and `…V2` (310/320), same order.
 const V1_KEYS: [&str; 13] = [
@@ -455,9 +456,8 @@ fn prepare_single(
         Some(u) => u.to_string(),
         None => ctx
             .uniq_keys
-            .lock()
-            .map(|mut g| g.next_id(crate::persist::now_ms()))
-            .unwrap_or_default(),
+            .lock_unpoisoned()
+            .next_id(crate::persist::now_ms()),
     };
     let keys_owned = keys_prop.map(str::to_string);
 

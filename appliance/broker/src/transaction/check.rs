@@ -51,6 +51,7 @@ use crate::metadata::topic_config::{
     PERM_READ, PERM_WRITE, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
 };
 use crate::schedule::{Clock, SystemClock};
+use ringmq_sync::LockExt;
 
 /// Op records read per store call (upstream `OP_MSG_PULL_NUMS`).
 const OP_READ_BATCH_MSGS: i32 = 32;
@@ -179,7 +180,7 @@ impl Drop for TransactionalMessageCheckService {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock_unpoisoned()
 }
 
 /// Op records read so far in a round: which half offsets are done, and which op records are

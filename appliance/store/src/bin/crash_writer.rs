@@ -15,6 +15,7 @@ use ringmq_store::util::loopback_record;
 use ringmq_store::{
     FlushDiskType, MessageStore, PutMessageStatus, PutRequest, StoreConfig, WriteMode,
 };
+use ringmq_sync::LockExt;
 use std::io::Write;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -169,17 +170,14 @@ fn run_fsize(store: &MessageStore) {
                     if r.status == PutMessageStatus::PutOk {
                         println!("ACK {key} {q}");
                     } else {
-                        first_failure
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(r.status);
+                        first_failure.lock_unpoisoned().get_or_insert(r.status);
                         return;
                     }
                 }
             });
         }
     });
-    let failed = *first_failure.lock().unwrap_or_else(|p| p.into_inner());
+    let failed = *first_failure.lock_unpoisoned();
     println!("FAILED {:?}", failed);
     set_fsize_limit(u64::MAX);
     std::thread::scope(|sc| {
