@@ -1,6 +1,7 @@
 //! Fuzz target `frame_decode`: arbitrary bytes as a receive buffer. Every frame the
 //! decoder yields must re-encode to a frame that decodes to the same command, and its
-//! extFields go through every typed header's decode -> encode -> decode oracle and its
+//! extFields go through every typed header's decode -> encode -> decode oracle (which also
+//! holds the broker's borrowed send and pull decoders to the owned headers) and its
 //! body through every body decoder's (`body_decode` fuzzes bodies alone). The raw bytes
 //! are also fed to both header readers directly. Only typed errors may come out.
 #![no_main]

@@ -1107,5 +1107,7 @@ fn unknown_codes_answer_not_supported_and_bad_frames_close_only_their_connection
 
 #[path = "process/broker_print_ha.rs"]
 mod broker_print_ha;
+#[path = "process/core_map.rs"]
+mod core_map;
 #[path = "process/up_disk.rs"]
 mod up_disk;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::cores::CoreMap;
 use ringmq_runtime::server::{
     Connection, Reply, RequestContext, RequestHandler, Server, ServerConfig, ServerTuning,
 };
@@ -104,9 +105,10 @@ impl Broker {
                 config.bind_address
             ))
         })?;
-        let network_cores =
-            crate::config_check::network_cores(&config).map_err(BrokerError::Config)?;
-        let tuning = net_tuning(&config).map_err(BrokerError::Config)?;
+        crate::config_check::network_cores(&config).map_err(BrokerError::Config)?;
+        let mut tuning = net_tuning(&config).map_err(BrokerError::Config)?;
+        let core_map = applied_core_map(&config, &tuning).map_err(BrokerError::Config)?;
+        tuning.pin_network_cores = core_map.pinned.network;
 
         // The handler exists before the context so the listener can be bound first and the
         // real port (listenPort=0 in tests) written into STOREHOST and the registration.
@@ -116,9 +118,7 @@ impl Broker {
         let main_addr = SocketAddr::new(bind_ip, configured_port);
         let server_config = |addr: SocketAddr, name: &str| {
             let mut sc = ServerConfig::new(addr, name);
-            if let Some(cores) = &network_cores {
-                sc.network_cores = cores.clone();
-            }
+            sc.network_cores = core_map.network.clone();
             sc.idle_timeout_ms = config.channel_expired_timeout_ms;
             sc
         };
@@ -183,7 +183,7 @@ impl Broker {
         let mut disk: Option<Arc<MessageStore>> = None;
         let store = match store {
             Some(s) => s,
-            None => match crate::disk_store::open(&config) {
+            None => match open_disk_store(&config, &core_map) {
                 Ok(s) => {
                     let s = Arc::new(s);
                     disk = Some(s.clone());
@@ -355,6 +355,53 @@ fn persist_all(ctx: &BrokerContext) {
 const EXPIRY_SCAN_MS: u64 = 10_000;
 /// delayOffset.json persistence period (`flushDelayOffsetInterval`).
 const DELAY_OFFSET_FLUSH_MS: u64 = 10_000;
+
+/// The core map this broker applies and prints: planned from every `ringmq.cores.*` key
+/// (and `ringmq.net.pinNetworkCores` when it is not `auto`), then reduced to the cores this
+/// process may really use (see `CoreMap::applicable`).
+pub(crate) fn applied_core_map(
+    config: &BrokerConfig,
+    tuning: &ServerTuning,
+) -> Result<CoreMap, String> {
+    let real = ringmq_runtime::cores::available_cores();
+    let mut keys: Vec<(&str, &str)> = config
+        .extra
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if !config.ringmq_network_cores.trim().is_empty() {
+        keys.push(("ringmq.cores.network", config.ringmq_network_cores.as_str()));
+    }
+    let mut plan = CoreMap::from_properties(keys, real).map_err(|e| e.to_string())?;
+    let pin_key = ringmq_runtime::server::PIN_NETWORK_CORES_KEY;
+    if config
+        .extra
+        .get(pin_key)
+        .is_some_and(|v| v.trim() != "auto")
+    {
+        plan.pinned.network = tuning.pin_network_cores;
+    }
+    let applied = plan.applicable(real);
+    if applied != plan {
+        tracing::info!(
+            "core map planned for {} cores; this process may use {real}, so threads planned \
+             on absent cores run unpinned: planned {plan}",
+            plan.available
+        );
+    }
+    tracing::info!("{applied}");
+    Ok(applied)
+}
+
+/// Opens the store `config` describes with its stage threads placed as `cores` says.
+fn open_disk_store(config: &BrokerConfig, cores: &CoreMap) -> Result<MessageStore, String> {
+    let mut sc = crate::disk_store::store_config(config)?;
+    sc.append_core = cores.append_core();
+    sc.flush_core = cores.flush_core();
+    sc.reput_core = cores.reput_core();
+    let root = sc.store_path_root_dir.display().to_string();
+    MessageStore::open(sc).map_err(|e| format!("cannot open the store at {root}: {e}"))
+}
 
 fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<()>) {
     let stop = Arc::new(AtomicBool::new(false));

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use ringmq_remoting::codes::ResponseCode;
-use ringmq_remoting::header::{read_field, FieldValue, HeaderError};
+use ringmq_remoting::header::HeaderError;
 use ringmq_remoting::message::id::UniqKeyGenerator;
-use ringmq_remoting::{ExtFields, RemotingCommand};
+use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::Reply;
 use ringmq_store::StoreApi;
 
@@ -148,19 +148,6 @@ pub fn error_response(
         "{remark}"
     );
     request.response_to(code.code(), Some(remark))
-}
-
-/// Reads a required header field; a missing or malformed one becomes the error the client
-/// reads (Java answers SYSTEM_ERROR for header decode failures).
-pub fn required<T: FieldValue>(fields: &ExtFields, key: &'static str) -> Result<T, HeaderError> {
-    read_field::<T>(fields, key)?.ok_or(HeaderError::Missing { field: key })
-}
-
-pub fn optional<T: FieldValue>(
-    fields: &ExtFields,
-    key: &'static str,
-) -> Result<Option<T>, HeaderError> {
-    read_field::<T>(fields, key)
 }
 
 /// The SYSTEM_ERROR answer for an undecodable header.

@@ -10,7 +10,6 @@ pub mod context;
 pub mod disk_store;
 pub mod filter;
 pub mod live_config;
-pub mod log_limit;
 pub mod long_polling;
 pub mod metadata;
 pub mod metrics;

@@ -5,18 +5,13 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use ringmq_sync::LockExt;
 use serde::{Deserialize, Serialize};
 
-/// Wall-clock milliseconds since the epoch (what RocketMQ stores everywhere).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+/// The one wall clock (milliseconds since the epoch), kept reachable here for the broker's
+/// many `persist::now_ms` callers.
+pub use ringmq_sync::now_ms;
 
 /// `DataVersion`: bumped on every change so name servers and slaves notice updates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,63 +119,11 @@ pub fn read_config_file<T>(
     }
 }
 
-/// Rewrites fastjson's non-standard output into standard JSON: bare numeric object keys
-/// (`{0:120}`) get quoted. Strings are left untouched.
+/// Rewrites fastjson's non-standard output into standard JSON (bare numeric object keys
+/// get quoted) with remoting's body reader, the one fastjson-tolerant JSON reader. Text it
+/// cannot read is returned as is, so the caller's JSON error names the problem.
 pub fn fastjson_to_standard(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len() + 16);
-    // Stack of "inside an object" flags, to know whether a token starts a key.
-    let mut in_object: Vec<bool> = Vec::new();
-    let mut expect_key = false;
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        match c {
-            b'"' => {
-                let start = i;
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    if bytes[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i = (i + 1).min(bytes.len());
-                out.push_str(&text[start..i]);
-                expect_key = false;
-                continue;
-            }
-            b'{' => {
-                in_object.push(true);
-                expect_key = true;
-            }
-            b'[' => {
-                in_object.push(false);
-                expect_key = false;
-            }
-            b'}' | b']' => {
-                in_object.pop();
-                expect_key = false;
-            }
-            b',' => expect_key = in_object.last().copied().unwrap_or(false),
-            b':' => expect_key = false,
-            b'-' | b'0'..=b'9' if expect_key => {
-                let start = i;
-                while i < bytes.len() && (bytes[i] == b'-' || bytes[i].is_ascii_digit()) {
-                    i += 1;
-                }
-                out.push('"');
-                out.push_str(&text[start..i]);
-                out.push('"');
-                expect_key = false;
-                continue;
-            }
-            _ => {}
-        }
-        out.push(c as char);
-        i += 1;
-    }
-    out
+    ringmq_remoting::body::to_standard_json(text.as_bytes()).unwrap_or_else(|_| text.to_owned())
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ mod config_update_validation;
 mod required_headers;
 #[path = "broker/store_api.rs"]
 mod store_api;
+#[path = "broker/typed_decoding.rs"]
+mod typed_decoding;
 #[path = "broker/upstream_parity.rs"]
 mod upstream_parity;
 

@@ -4,7 +4,6 @@
 //! process-wide client identity (client id, `UNIQ_KEY` generator).
 
 use std::cell::RefCell;
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -18,29 +17,8 @@ use crate::error::{ClientError, Result};
 /// Largest body a client decompresses (the broker's default `maxMessageSize` × 16).
 const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
 
-/// One queue of a topic on one broker (`{"brokerName","queueId","topic"}`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MessageQueue {
-    pub topic: String,
-    pub broker_name: String,
-    pub queue_id: i32,
-}
-
-impl MessageQueue {
-    pub fn new(topic: impl Into<String>, broker_name: impl Into<String>, queue_id: i32) -> Self {
-        Self {
-            topic: topic.into(),
-            broker_name: broker_name.into(),
-            queue_id,
-        }
-    }
-}
-
-impl fmt::Display for MessageQueue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}#{}", self.topic, self.broker_name, self.queue_id)
-    }
-}
+/// One queue of a topic on one broker: the protocol's type, part of the client's API.
+pub use ringmq_remoting::body::consumer::MessageQueue;
 
 /// A message to send: topic, body, application flag and properties (tags, keys, ...).
 #[derive(Debug, Clone, Default)]
@@ -245,13 +223,8 @@ pub fn decode_records(body: &Bytes, broker_name: &str) -> Vec<MessageExt> {
     out
 }
 
-/// Wall-clock milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+/// The one wall clock (milliseconds since the Unix epoch), part of the client's API.
+pub use ringmq_sync::now_ms;
 
 /// The first non-loopback IPv4 address of this host (for client ids and `UNIQ_KEY`s),
 /// found by asking the kernel which source address it would use; 127.0.0.1 otherwise.
@@ -309,6 +282,16 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use ringmq_remoting::message::record::{encode_record, RecordFields};
+
+    #[test]
+    fn message_queue_prints_and_serializes_as_before() {
+        let mq = MessageQueue::new("T", "broker-a", 3);
+        assert_eq!(mq.to_string(), "T@broker-a#3");
+        assert_eq!(
+            mq.to_json_value().to_json(),
+            r#"{"brokerName":"broker-a","queueId":3,"topic":"T"}"#
+        );
+    }
 
     #[test]
     fn message_builder_sets_properties() {

@@ -17,6 +17,7 @@ use ringmq_remoting::message::batch::encode_batch_item;
 use ringmq_remoting::message::compress::compress_for_send;
 use ringmq_remoting::message::properties::keys;
 use ringmq_remoting::message::sysflag::CompressionType;
+use ringmq_remoting::number::{decimal, I64_DECIMAL_BYTES};
 use ringmq_remoting::{ExtFields, RemotingCommand, RequestCode};
 
 use crate::error::{is_retryable_send_code, ClientError, Result};
@@ -429,7 +430,7 @@ impl Producer {
                 + mq.broker_name.len()
                 + 64,
         );
-        let mut digits = [0u8; 20];
+        let mut digits = [0u8; I64_DECIMAL_BYTES];
         f.insert_str("a", &cfg.group);
         f.insert_str("b", &mq.topic);
         f.insert_str("c", &cfg.create_topic_key);
@@ -537,26 +538,6 @@ struct Prepared {
     /// Wall-clock ms when the message was prepared: the first attempt's bornTimestamp
     /// (and the time its `UNIQ_KEY` encodes), so one clock read serves both.
     born_ms: i64,
-}
-
-/// `value` in decimal, formatted into `buf` (no allocation; header numbers per message).
-fn decimal(buf: &mut [u8; 20], value: i64) -> &str {
-    let mut at = buf.len();
-    let mut rest = value.unsigned_abs();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        at -= 1;
-        buf[at] = b'-';
-    }
-    // ASCII digits and '-' by construction.
-    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 fn send_result(

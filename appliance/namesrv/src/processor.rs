@@ -30,7 +30,7 @@ use ringmq_remoting::header::namesrv::{
     UnRegisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 };
-use ringmq_remoting::header::{read_field, CommandHeader, HeaderError};
+use ringmq_remoting::header::{CommandHeader, FieldValue, HeaderError};
 use ringmq_remoting::json::{BodyError, KeyStyle};
 use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
@@ -58,12 +58,7 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// The wall clock.
 pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
-    })
+    Arc::new(ringmq_sync::now_ms)
 }
 
 /// Who sent a request: the connection (for broker liveness) and its address (for logs).
@@ -469,16 +464,13 @@ impl NamesrvProcessor {
                 .get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
                 .map(str::to_owned);
         }
-        let zone_mode = read_field::<bool>(&req.ext_fields, ZONE_MODE_KEY)
-            .ok()
-            .flatten()
+        let zone_mode = h
+            .zone_mode
+            .as_deref()
+            .and_then(<bool as FieldValue>::parse)
             .unwrap_or(false);
         if zone_mode {
-            if let Some(zone) = req
-                .ext_fields
-                .get(ZONE_NAME_KEY)
-                .filter(|z| !z.trim().is_empty())
-            {
+            if let Some(zone) = h.zone_name.as_deref().filter(|z| !z.trim().is_empty()) {
                 filter_by_zone(&mut route, zone);
             }
         }

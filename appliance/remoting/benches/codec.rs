@@ -10,7 +10,9 @@
 //! The request is a typical Java client's: the single-letter header `a`..`n` with a
 //! property string of `UNIQ_KEY`, `WAIT`, `TAGS`, `KEYS`, and a 1 KiB body. Throughput is
 //! reported in bytes for whole frames and records (bandwidth matters there) and in
-//! elements (operations) for header and property parsing.
+//! elements (operations) for header and property parsing. The send and pull headers are
+//! measured both owned (the clients' typed header) and borrowed (the broker's per-request
+//! decode).
 //!
 //! `cargo bench -p ringmq-remoting --bench codec` (add `-- --quick` for a short run).
 
@@ -19,7 +21,11 @@ use std::hint::black_box;
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use ringmq_remoting::command::{binary_header, json_header};
-use ringmq_remoting::header::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use ringmq_remoting::header::{
+    PullMessageHeaderRef, PullMessageRequestHeader, SendMessageHeaderRef,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
+};
 use ringmq_remoting::message::properties::MessageProperties;
 use ringmq_remoting::message::record::{encode_record, RecordFields};
 use ringmq_remoting::{FrameDecoder, RemotingCommand, RequestCode, ResponseCode, SerializeType};
@@ -143,7 +149,50 @@ fn headers(c: &mut Criterion) {
                 .expect("valid send header")
         })
     });
+    // The borrowed view the broker's send handler takes (strings into the extFields).
+    g.bench_function("borrowed_decode/send_v2", |b| {
+        b.iter(|| {
+            SendMessageHeaderRef::decode_for_code(black_box(cmd.code), black_box(&cmd.ext_fields))
+                .expect("valid send header")
+        })
+    });
+    let pull = pull_request();
+    g.bench_function("typed_decode/pull", |b| {
+        b.iter(|| {
+            black_box(&pull)
+                .decode_header::<PullMessageRequestHeader>()
+                .expect("valid pull header")
+        })
+    });
+    g.bench_function("borrowed_decode/pull", |b| {
+        b.iter(|| {
+            PullMessageHeaderRef::decode(black_box(&pull.ext_fields)).expect("valid pull header")
+        })
+    });
     g.finish();
+}
+
+/// A push consumer's pull: long polling with the subscription in the request.
+fn pull_request() -> RemotingCommand {
+    RemotingCommand::request(RequestCode::PullMessage as i32, 43).with_header(
+        &PullMessageRequestHeader {
+            consumer_group: "please_rename_unique_group_name_4".into(),
+            topic: "TopicTest".into(),
+            queue_id: 3,
+            queue_offset: 123_456,
+            max_msg_nums: 32,
+            sys_flag: PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | PULL_FLAG_COMMIT_OFFSET,
+            commit_offset: 123_400,
+            suspend_timeout_millis: 15_000,
+            subscription: Some("TagA || TagB".into()),
+            sub_version: 1_718_000_000_000,
+            expression_type: Some("TAG".into()),
+            max_msg_bytes: None,
+            request_source: None,
+            proxy_forward_client_id: None,
+            rpc: Default::default(),
+        },
+    )
 }
 
 fn record(c: &mut Criterion) {

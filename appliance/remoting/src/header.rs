@@ -434,6 +434,34 @@ pub fn check_required_for_code(code: i32, fields: &ExtFields) -> Result<(), Head
         }
         C::PullMessage | C::LitePullMessage => PullMessageRequestHeader::check_required(fields),
         C::DeleteTopicInBroker => DeleteTopicRequestHeader::check_required(fields),
+        C::QueryConsumerOffset => QueryConsumerOffsetRequestHeader::check_required(fields),
+        C::GetMaxOffset => GetMaxOffsetRequestHeader::check_required(fields),
+        C::GetMinOffset => GetMinOffsetRequestHeader::check_required(fields),
+        C::SearchOffsetByTimestamp => SearchOffsetRequestHeader::check_required(fields),
+        C::GetEarliestMsgStoretime => GetEarliestMsgStoretimeRequestHeader::check_required(fields),
+        C::ViewMessageById => ViewMessageRequestHeader::check_required(fields),
+        C::QueryMessage => QueryMessageRequestHeader::check_required(fields),
+        C::UnregisterClient => UnregisterClientRequestHeader::check_required(fields),
+        C::GetConsumerListByGroup => GetConsumerListByGroupRequestHeader::check_required(fields),
+        C::UpdateAndCreateTopic => CreateTopicRequestHeader::check_required(fields),
+        C::GetTopicConfig => GetTopicConfigRequestHeader::check_required(fields),
+        C::DeleteSubscriptiongroup => DeleteSubscriptionGroupRequestHeader::check_required(fields),
+        C::GetSubscriptiongroupConfig => {
+            GetSubscriptionGroupConfigRequestHeader::check_required(fields)
+        }
+        C::GetTopicStatsInfo => GetTopicStatsInfoRequestHeader::check_required(fields),
+        C::GetConsumeStats => GetConsumeStatsRequestHeader::check_required(fields),
+        C::GetConsumerConnectionList => {
+            GetConsumerConnectionListRequestHeader::check_required(fields)
+        }
+        C::GetProducerConnectionList => {
+            GetProducerConnectionListRequestHeader::check_required(fields)
+        }
+        C::InvokeBrokerToResetOffset => ResetOffsetRequestHeader::check_required(fields),
+        C::QueryTopicConsumeByWho => QueryTopicConsumeByWhoRequestHeader::check_required(fields),
+        C::QueryTopicsByConsumer => QueryTopicsByConsumerRequestHeader::check_required(fields),
+        // UPDATE_CONSUMER_OFFSET is left out on purpose: its handler answers a missing
+        // field with INVALID_PARAMETER, not the SYSTEM_ERROR of a refused header.
         _ => Ok(()),
     }
 }
@@ -476,6 +504,71 @@ mod tests {
 
     fn fields(pairs: &[(&str, &str)]) -> ExtFields {
         pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn required_fields_of_lookup_client_and_admin_codes_are_checked_in_one_place() {
+        use crate::codes::RequestCode as C;
+        // (code, the fields sent, the required field left out)
+        type Case = (C, &'static [(&'static str, &'static str)], &'static str);
+        let cases: &[Case] = &[
+            (C::GetMaxOffset, &[("topic", "T")], "queueId"),
+            (C::GetMinOffset, &[("queueId", "0")], "topic"),
+            (C::GetEarliestMsgStoretime, &[("topic", "T")], "queueId"),
+            (
+                C::SearchOffsetByTimestamp,
+                &[("topic", "T"), ("queueId", "0")],
+                "timestamp",
+            ),
+            (
+                C::QueryConsumerOffset,
+                &[("topic", "T"), ("queueId", "0")],
+                "consumerGroup",
+            ),
+            (C::ViewMessageById, &[("topic", "T")], "offset"),
+            (
+                C::QueryMessage,
+                &[
+                    ("topic", "T"),
+                    ("maxNum", "1"),
+                    ("beginTimestamp", "0"),
+                    ("endTimestamp", "1"),
+                ],
+                "key",
+            ),
+            (C::UnregisterClient, &[("consumerGroup", "G")], "clientID"),
+            (C::GetConsumerListByGroup, &[], "consumerGroup"),
+            (C::GetTopicConfig, &[], "topic"),
+            (C::GetConsumeStats, &[("topic", "T")], "consumerGroup"),
+            (C::QueryTopicsByConsumer, &[], "group"),
+        ];
+        for (code, present, missing) in cases {
+            assert_eq!(
+                check_required_for_code(*code as i32, &fields(present)),
+                Err(HeaderError::Missing { field: missing }),
+                "{code:?} without {missing}"
+            );
+        }
+        // A blank number is absent, so it is refused like a missing one.
+        assert_eq!(
+            check_required_for_code(
+                C::GetMaxOffset as i32,
+                &fields(&[("topic", "T"), ("queueId", "")])
+            ),
+            Err(HeaderError::Missing { field: "queueId" })
+        );
+        assert_eq!(
+            check_required_for_code(
+                C::GetMaxOffset as i32,
+                &fields(&[("topic", "T"), ("queueId", "1")])
+            ),
+            Ok(())
+        );
+        // UPDATE_CONSUMER_OFFSET answers its own INVALID_PARAMETER, so it is not checked here.
+        assert_eq!(
+            check_required_for_code(C::UpdateConsumerOffset as i32, &fields(&[])),
+            Ok(())
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!   message ids, tagsCode, compression (`message-format.md`).
 //! - [`body`]: fastjson-shaped JSON bodies (route data, heartbeat, register broker, ...).
 //! - [`json`]: the lenient JSON reader and compact writer the bodies and headers share.
+//! - [`number`]: allocation-free decimal text for numeric `extFields`.
 
 pub mod body;
 pub mod codes;
@@ -21,6 +22,7 @@ pub mod frame;
 pub mod header;
 pub mod json;
 pub mod message;
+pub mod number;
 
 pub use codes::{LanguageCode, RequestCode, ResponseCode};
 pub use command::{ExtFields, RemotingCommand, SerializeType};

@@ -17,6 +17,8 @@ use ringmq_remoting::{ExtFields, FrameDecoder, FrameError, RemotingCommand, Seri
 
 #[path = "protocol/bodies.rs"]
 mod bodies;
+#[path = "protocol/hot_path_alloc.rs"]
+mod hot_path_alloc;
 #[path = "protocol/many_keys.rs"]
 mod many_keys;
 

@@ -161,7 +161,7 @@ impl RetentionProbe {
     pub fn now_ms(&self) -> i64 {
         self.now_ms
             .as_ref()
-            .map_or_else(crate::util::now_ms, |f| f())
+            .map_or_else(ringmq_sync::now_ms, |f| f())
     }
     pub fn disk_used_percent(&self, path: &Path) -> Option<u32> {
         match &self.disk_used_percent {

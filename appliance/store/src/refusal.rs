@@ -8,7 +8,9 @@
 //! calls [`RefusalLog::flush`] so the last summary goes out even when refusals stop.
 //! Totals per reason are kept for metrics.
 //!
-//! The type is public so the broker can report the refusals it answers the same way.
+//! This is ringmq's one refusal limiter: the broker keeps one per send-path call site (a
+//! `static`, hence the `const` constructor) and calls [`RefusalLog::note`] to log the line
+//! itself with the request's context.
 
 use ringmq_sync::LockExt;
 use std::sync::Mutex;
@@ -27,6 +29,14 @@ pub struct RefusalReport {
     pub first: bool,
     /// Time the counted refusals span (zero for the first).
     pub over: Duration,
+}
+
+impl RefusalReport {
+    /// Refusals of this reason that got no line of their own since the previous one
+    /// (this line's refusal excluded).
+    pub fn suppressed(&self) -> u64 {
+        self.count.saturating_sub(1)
+    }
 }
 
 #[derive(Debug)]
@@ -50,7 +60,7 @@ pub struct RefusalLog {
 impl RefusalLog {
     /// A log whose lines say `what` was refused (e.g. "put"), at most one per reason and
     /// `interval`.
-    pub fn new(what: &'static str, interval: Duration) -> Self {
+    pub const fn new(what: &'static str, interval: Duration) -> Self {
         RefusalLog {
             what,
             interval,
@@ -64,6 +74,12 @@ impl RefusalLog {
         if let Some(r) = self.note_at(reason, Instant::now()) {
             self.emit(&r);
         }
+    }
+
+    /// Counts one refusal for `reason` and returns the line the caller should log, if any
+    /// (for callers that log with context of their own).
+    pub fn note(&self, reason: &'static str) -> Option<RefusalReport> {
+        self.note_at(reason, Instant::now())
     }
 
     /// Logs the pending counts of reasons whose interval has passed (periodic tick).
@@ -203,6 +219,31 @@ mod tests {
             log.totals(),
             vec![("DISK_FULL", 100_000), ("PAGE_CACHE_BUSY", 1)]
         );
+    }
+
+    #[test]
+    fn without_flush_the_next_line_after_the_interval_carries_the_suppressed_count() {
+        let log = RefusalLog::new("send", Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(log.note_at("A", t0).map(|r| r.suppressed()), Some(0));
+        for i in 1..=500u64 {
+            assert!(log.note_at("A", t0 + Duration::from_millis(i)).is_none());
+        }
+        let r = log.note_at("A", t0 + Duration::from_secs(10)).unwrap();
+        assert_eq!(r.suppressed(), 500);
+        assert!(!r.first);
+        assert!(log
+            .note_at("A", t0 + Duration::from_millis(10_001))
+            .is_none());
+    }
+
+    #[test]
+    fn reasons_are_limited_independently_and_a_static_works() {
+        static LOG: RefusalLog = RefusalLog::new("send", DEFAULT_REFUSAL_LOG_INTERVAL);
+        let t0 = Instant::now();
+        assert!(LOG.note_at("X", t0).is_some());
+        assert!(LOG.note_at("Y", t0).is_some(), "a new reason logs at once");
+        assert!(LOG.note_at("X", t0).is_none());
     }
 
     #[test]

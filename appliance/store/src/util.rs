@@ -2,7 +2,6 @@
 //! property string, clocks, local-time file names, thread pinning, memory and disk usage.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Java `String.hashCode` over UTF-16 code units (tagsCode, index key hash).
 pub fn java_hash(s: &str) -> i32 {
@@ -50,13 +49,8 @@ pub fn disk_used_percent(path: &Path) -> Option<u32> {
     Some(((used * 100).div_ceil(used + usable)) as u32)
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+/// The one wall clock (milliseconds since the Unix epoch), reachable under the store's path.
+pub use ringmq_sync::now_ms;
 
 /// `yyyyMMddHHmmssSSS` in local time (IndexFile names).
 pub fn local_time_file_name(ms: i64) -> String {

@@ -6,81 +6,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, RwLock};
 
-use ringmq_remoting::message::tags::TagFilter;
-
 use ringmq_runtime::Connection;
 use ringmq_sync::{LockExt, RwLockExt};
 
-/// One subscription (`SubscriptionData`), tag hash codes recomputed by the broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubscriptionData {
-    pub topic: String,
-    pub sub_string: String,
-    pub expression_type: String,
-    pub sub_version: i64,
-    pub tags: Vec<String>,
-    pub codes: Vec<i32>,
-}
-
-impl SubscriptionData {
-    /// Builds the data as Java's `FilterAPI.build` does for TAG (SQL92 keeps the expression).
-    pub fn build(topic: &str, sub_string: &str, expression_type: &str, sub_version: i64) -> Self {
-        let expression_type = if expression_type.is_empty() {
-            "TAG"
-        } else {
-            expression_type
-        };
-        let (tags, codes) = if expression_type.eq_ignore_ascii_case("TAG") {
-            match TagFilter::parse(sub_string) {
-                TagFilter::All => (Vec::new(), Vec::new()),
-                TagFilter::Tags { tags, codes } => (tags, codes),
-            }
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        Self {
-            topic: topic.to_string(),
-            sub_string: if sub_string.is_empty() {
-                "*".to_string()
-            } else {
-                sub_string.to_string()
-            },
-            expression_type: expression_type.to_ascii_uppercase(),
-            sub_version,
-            tags,
-            codes,
-        }
-    }
-
-    pub fn is_tag(&self) -> bool {
-        self.expression_type == "TAG"
-    }
-
-    /// The tag filter equivalent of this subscription (TAG only).
-    pub fn tag_filter(&self) -> TagFilter {
-        if self.sub_string == "*" || (self.tags.is_empty() && self.sub_string.is_empty()) {
-            TagFilter::All
-        } else {
-            TagFilter::Tags {
-                tags: self.tags.clone(),
-                codes: self.codes.clone(),
-            }
-        }
-    }
-
-    /// JSON as fastjson writes it (for admin bodies).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "classFilterMode": false,
-            "codeSet": self.codes,
-            "expressionType": self.expression_type,
-            "subString": self.sub_string,
-            "subVersion": self.sub_version,
-            "tagsSet": self.tags,
-            "topic": self.topic,
-        })
-    }
-}
+/// One subscription as heartbeats and pulls build it (the protocol's type; tag hash codes
+/// are computed by the broker, see `SubscriptionData::build`).
+pub use ringmq_remoting::body::heartbeat::SubscriptionData;
 
 /// One registered client channel.
 #[derive(Clone)]
@@ -283,19 +214,8 @@ impl ConsumerManager {
     }
 }
 
-/// A message queue as lock tables key it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MessageQueue {
-    pub topic: String,
-    pub broker_name: String,
-    pub queue_id: i32,
-}
-
-impl MessageQueue {
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic})
-    }
-}
+/// A message queue as lock tables key it (the protocol's type).
+pub use ringmq_remoting::body::consumer::MessageQueue;
 
 /// Lease of an orderly-consumption queue lock (`rocketmq.broker.rebalance.lockMaxLiveTime`).
 pub const LOCK_MAX_LIVE_TIME_MS: i64 = 60_000;
@@ -431,7 +351,7 @@ mod tests {
         );
         assert!(o.channels_changed && !o.subscriptions_changed);
         assert_eq!(m.client_ids("G"), vec!["c1", "c2"]);
-        assert_eq!(m.subscription("G", "T").unwrap().codes.len(), 2);
+        assert_eq!(m.subscription("G", "T").unwrap().code_set.len(), 2);
         let expired = m.scan_expired(130_011, 120_000);
         assert_eq!(expired.len(), 1);
         assert_eq!(m.client_ids("G"), vec!["c2"]);

@@ -21,11 +21,11 @@ use ringmq_remoting::body::stats::{ConsumeStats, OffsetWrapper, TopicOffset, Top
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::header::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetProducerConnectionListRequestHeader, GetSubscriptionGroupConfigRequestHeader,
-    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader, QueryTopicsByConsumerRequestHeader,
-    ResetOffsetRequestHeader,
+    GetBrokerConfigResponseHeader, GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+    QueryTopicsByConsumerRequestHeader, ResetOffsetRequestHeader,
 };
 use ringmq_remoting::json::{self, ObjectBuilder, Value};
 use ringmq_remoting::RemotingCommand;
@@ -354,17 +354,16 @@ pub fn update_and_create_subscription_group(
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let sg: SubscriptionGroupConfig =
-        match serde_json::from_str(&crate::persist::fastjson_to_standard(text)) {
-            Ok(sg) => sg,
-            Err(e) => {
-                return fail(
-                    request,
-                    ResponseCode::InvalidParameter,
-                    format!("body is not a SubscriptionGroupConfig: {e}"),
-                )
-            }
-        };
+    let sg: SubscriptionGroupConfig = match ringmq_remoting::body::decode_json(text.as_bytes()) {
+        Ok(sg) => sg,
+        Err(e) => {
+            return fail(
+                request,
+                ResponseCode::InvalidParameter,
+                format!("body is not a SubscriptionGroupConfig: {e}"),
+            )
+        }
+    };
     if let Err(e) = topics::validate_group(&sg.group_name) {
         return fail(request, ResponseCode::InvalidParameter, e);
     }
@@ -729,10 +728,6 @@ fn connection_value(info: &crate::client::consumer_manager::ClientChannelInfo) -
         .build()
 }
 
-fn from_serde(v: &serde_json::Value) -> Value {
-    json::parse_str(&v.to_string()).unwrap_or(Value::Null)
-}
-
 /// GET_CONSUMER_CONNECTION_LIST (203).
 pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let h: GetConsumerConnectionListRequestHeader = match decode(request) {
@@ -763,7 +758,7 @@ pub fn get_consumer_connection_list(ctx: &BrokerContext, request: &RemotingComma
             json::map_value(
                 info.subscriptions
                     .iter()
-                    .map(|(t, s)| (t.as_str(), from_serde(&s.to_json()))),
+                    .map(|(t, s)| (t.as_str(), s.to_json_value())),
             ),
         )
         .build();
@@ -797,13 +792,13 @@ pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingComma
 /// updates) as Properties text; header `version` = the config's DataVersion JSON, bumped by
 /// every accepted UPDATE_BROKER_CONFIG.
 pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let mut response = request
+    request
         .response_to(ResponseCode::Success.code(), None)
-        .with_body(ctx.live.properties_text());
-    response
-        .ext_fields
-        .insert("version", ctx.live.data_version().to_json());
-    response.into()
+        .with_body(ctx.live.properties_text())
+        .with_header(&GetBrokerConfigResponseHeader {
+            version: Some(ctx.live.data_version().to_json()),
+        })
+        .into()
 }
 
 /// UPDATE_BROKER_CONFIG (25): applies and saves the Properties body through
@@ -1023,10 +1018,11 @@ pub fn query_topics_by_consumer(ctx: &BrokerContext, request: &RemotingCommand) 
 
 /// GET_BROKER_CONSUME_STATS (317): ConsumeStats of every online group, per subscribed topic.
 pub fn get_broker_consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let is_order = request
-        .ext_fields
-        .get("isOrder")
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let h: GetConsumeStatsInBrokerHeader = match decode(request) {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
+    let is_order = h.is_order;
     let mut list = Vec::new();
     let mut total_diff: i64 = 0;
     let groups = ctx.groups.wrapper().subscription_group_table;

@@ -9,72 +9,38 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
+use ringmq_remoting::body::consumer::{
+    CheckClientRequestBody, GetConsumerListByGroupResponseBody, LockBatchRequestBody,
+    LockBatchResponseBody,
+};
+use ringmq_remoting::body::heartbeat::{
+    ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel,
+};
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
+use ringmq_remoting::header::{
+    GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+};
+use ringmq_remoting::json::BodyError;
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext};
-use serde_json::Value;
 
 use crate::client::consumer_manager::{ClientChannelInfo, MessageQueue, SubscriptionData};
-use crate::context::{error_response, header_error, optional, required, BrokerContext};
+use crate::context::{error_response, header_error, BrokerContext};
 use crate::metadata::topic_config::{self as topics, PERM_READ, PERM_WRITE};
 
 static NOTIFY_OPAQUE: AtomicI32 = AtomicI32::new(1 << 30);
 
-fn text(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-fn number(v: Option<&Value>) -> Option<i64> {
-    match v? {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-/// An enum sent by name or by ordinal.
-fn enum_name(v: Option<&Value>, names: &[&str], default: &str) -> String {
-    match v {
-        Some(Value::String(s)) if s.chars().all(|c| c.is_ascii_digit()) && !s.is_empty() => s
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| names.get(i))
-            .unwrap_or(&default)
-            .to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .and_then(|i| names.get(i as usize))
-            .unwrap_or(&default)
-            .to_string(),
-        _ => default.to_string(),
-    }
-}
-
-const CONSUME_TYPES: [&str; 3] = ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP"];
-const MESSAGE_MODELS: [&str; 2] = ["BROADCASTING", "CLUSTERING"];
-const CONSUME_FROM_WHERE: [&str; 6] = [
-    "CONSUME_FROM_LAST_OFFSET",
-    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-    "CONSUME_FROM_MIN_OFFSET",
-    "CONSUME_FROM_MAX_OFFSET",
-    "CONSUME_FROM_FIRST_OFFSET",
-    "CONSUME_FROM_TIMESTAMP",
-];
-
-fn parse_body(request: &RemotingCommand) -> Result<Value, String> {
+/// Decodes a body with one of remoting's decoders (fastjson-tolerant); an empty body is
+/// refused before the decoder sees it.
+fn decode_body<T>(
+    request: &RemotingCommand,
+    decode: fn(&[u8]) -> Result<T, BodyError>,
+) -> Result<T, String> {
     if request.body.is_empty() {
         return Err("the request has no body".to_string());
     }
-    let text =
-        std::str::from_utf8(&request.body).map_err(|_| "the body is not UTF-8".to_string())?;
-    serde_json::from_str(&crate::persist::fastjson_to_standard(text))
-        .map_err(|e| format!("the body is not valid JSON: {e}"))
+    decode(&request.body).map_err(|e| e.to_string())
 }
 
 fn body_error(request: &RemotingCommand, what: &str, why: String) -> Reply {
@@ -91,14 +57,14 @@ fn body_error(request: &RemotingCommand, what: &str, why: String) -> Reply {
 }
 
 pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &RequestContext) -> Reply {
-    let body = match parse_body(request) {
-        Ok(Value::Object(o)) => o,
-        Ok(_) => return body_error(request, "HeartbeatData", "expected a JSON object".into()),
+    let body = match decode_body(request, HeartbeatData::decode) {
+        Ok(b) => b,
         Err(e) => return body_error(request, "HeartbeatData", e),
     };
-    let Some(client_id) = text(body.get("clientID")).filter(|s| !s.is_empty()) else {
+    if body.client_id.is_empty() {
         return body_error(request, "HeartbeatData", "clientID is missing".into());
-    };
+    }
+    let client_id = body.client_id;
     let now = crate::persist::now_ms();
     let channel = rc.connection().clone();
     let info = ClientChannelInfo {
@@ -108,15 +74,11 @@ pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &RequestCon
         version: request.version,
         last_update_ms: now,
     };
-    let without_sub = matches!(body.get("withoutSub"), Some(Value::Bool(true)));
+    let without_sub = body.without_sub;
     let mut sub_changed_any = false;
-    for consumer in body
-        .get("consumerDataSet")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(group) = text(consumer.get("groupName")).filter(|g| !g.is_empty()) else {
+    for consumer in body.consumer_data_set {
+        let group = consumer.group_name;
+        if group.is_empty() {
             tracing::warn!(
                 client_id,
                 "heartbeat consumer data without groupName skipped"
@@ -136,45 +98,41 @@ pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &RequestCon
         let subscriptions = if without_sub {
             None
         } else {
-            let mut subs = Vec::new();
-            for s in consumer
-                .get("subscriptionDataSet")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let Some(topic) = text(s.get("topic")).filter(|t| !t.is_empty()) else {
-                    continue;
-                };
-                let sub_string = text(s.get("subString")).unwrap_or_else(|| "*".to_string());
-                let expression = text(s.get("expressionType")).unwrap_or_else(|| "TAG".to_string());
-                let version = number(s.get("subVersion")).unwrap_or(0);
-                subs.push(SubscriptionData::build(
-                    &topic,
-                    &sub_string,
-                    &expression,
-                    version,
-                ));
-            }
+            // Rebuilt from the expression: the tag hash codes are the broker's own
+            // (Java's String.hashCode), never the client's `codeSet`.
+            let subs = consumer
+                .subscription_data_set
+                .iter()
+                .filter(|s| !s.topic.is_empty())
+                .map(|s| {
+                    SubscriptionData::build(
+                        &s.topic,
+                        &s.sub_string,
+                        &s.expression_type,
+                        s.sub_version,
+                    )
+                })
+                .collect();
             Some(subs)
         };
-        let consume_type = enum_name(
-            consumer.get("consumeType"),
-            &CONSUME_TYPES,
-            "CONSUME_PASSIVELY",
-        );
-        let model = enum_name(consumer.get("messageModel"), &MESSAGE_MODELS, "CLUSTERING");
-        let from_where = enum_name(
-            consumer.get("consumeFromWhere"),
-            &CONSUME_FROM_WHERE,
-            "CONSUME_FROM_LAST_OFFSET",
-        );
+        let consume_type = consumer
+            .consume_type
+            .unwrap_or(ConsumeType::ConsumePassively)
+            .name();
+        let model = consumer
+            .message_model
+            .unwrap_or(MessageModel::Clustering)
+            .name();
+        let from_where = consumer
+            .consume_from_where
+            .unwrap_or(ConsumeFromWhere::ConsumeFromLastOffset)
+            .name();
         let outcome = ctx.consumers.register(
             &group,
             info.clone(),
-            &consume_type,
-            &model,
-            &from_where,
+            consume_type,
+            model,
+            from_where,
             subscriptions,
         );
         sub_changed_any |= outcome.subscriptions_changed;
@@ -194,14 +152,9 @@ pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &RequestCon
             notify_consumer_ids_changed(ctx, &group);
         }
     }
-    for producer in body
-        .get("producerDataSet")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(group) = text(producer.get("groupName")).filter(|g| !g.is_empty()) {
-            ctx.producers.register(&group, info.clone());
+    for producer in body.producer_data_set {
+        if !producer.group_name.is_empty() {
+            ctx.producers.register(&producer.group_name, info.clone());
         }
     }
     if request.is_oneway() {
@@ -228,7 +181,10 @@ pub fn notify_consumer_ids_changed(ctx: &BrokerContext, group: &str) {
             RequestCode::NotifyConsumerIdsChanged.code(),
             NOTIFY_OPAQUE.fetch_add(1, Ordering::Relaxed),
         );
-        cmd.ext_fields.insert("consumerGroup", group);
+        cmd.set_header(&NotifyConsumerIdsChangedRequestHeader {
+            consumer_group: group.to_owned(),
+            ..Default::default()
+        });
         cmd.mark_oneway();
         if !channel.send_oneway(cmd) {
             tracing::debug!(group, peer = %channel.peer_addr(), "could not notify a consumer (connection gone)");
@@ -264,17 +220,14 @@ pub fn unregister_client(
     request: &RemotingCommand,
     rc: &RequestContext,
 ) -> Reply {
-    let f = &request.ext_fields;
-    let client_id: String = match required(f, "clientID") {
-        Ok(c) => c,
+    let UnregisterClientRequestHeader {
+        client_id,
+        producer_group,
+        consumer_group,
+        ..
+    } = match request.decode_header() {
+        Ok(h) => h,
         Err(e) => return header_error(request, e),
-    };
-    let (producer_group, consumer_group) = match (
-        optional::<String>(f, "producerGroup"),
-        optional::<String>(f, "consumerGroup"),
-    ) {
-        (Ok(p), Ok(c)) => (p, c),
-        (Err(e), _) | (_, Err(e)) => return header_error(request, e),
     };
     let channel_id = rc.connection().id();
     if let Some(pg) = producer_group.filter(|g| !g.is_empty()) {
@@ -300,18 +253,15 @@ pub fn unregister_client(
 }
 
 pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let body = match parse_body(request) {
+    let body = match decode_body(request, CheckClientRequestBody::decode) {
         Ok(b) => b,
         Err(e) => return body_error(request, "CheckClientRequestBody", e),
     };
-    let sub = body.get("subscriptionData");
-    let expression =
-        text(sub.and_then(|s| s.get("expressionType"))).unwrap_or_else(|| "TAG".to_string());
-    if expression.eq_ignore_ascii_case("TAG") {
+    let Some(sub) = body.subscription_data.filter(|s| !s.is_tag_type()) else {
         return request
             .response_to(ResponseCode::Success.code(), None)
             .into();
-    }
+    };
     if !ctx.live.enable_property_filter() {
         return error_response(
             request,
@@ -320,8 +270,7 @@ pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Re
         )
         .into();
     }
-    let sub_string = text(sub.and_then(|s| s.get("subString"))).unwrap_or_default();
-    match ctx.sql92.map(|c| c(&sub_string)) {
+    match ctx.sql92.map(|c| c(&sub.sub_string)) {
         Some(Ok(_)) => request
             .response_to(ResponseCode::Success.code(), None)
             .into(),
@@ -341,8 +290,8 @@ pub fn check_client_config(ctx: &BrokerContext, request: &RemotingCommand) -> Re
 }
 
 pub fn get_consumer_list_by_group(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let group: String = match required(&request.ext_fields, "consumerGroup") {
-        Ok(g) => g,
+    let group = match request.decode_header::<GetConsumerListByGroupRequestHeader>() {
+        Ok(h) => h.consumer_group,
         Err(e) => return header_error(request, e),
     };
     let ids = ctx.consumers.client_ids(&group);
@@ -354,40 +303,29 @@ pub fn get_consumer_list_by_group(ctx: &BrokerContext, request: &RemotingCommand
         )
         .into();
     }
-    let body = serde_json::json!({ "consumerIdList": ids }).to_string();
+    let body = GetConsumerListByGroupResponseBody {
+        consumer_id_list: ids,
+    }
+    .encode();
     request
         .response_to(ResponseCode::Success.code(), None)
         .with_body(body)
         .into()
 }
 
+/// The lock/unlock body through remoting's decoder; an empty group or client id is refused
+/// like a missing one, since a lock without an owner is useless.
 fn parse_lock_body(
     request: &RemotingCommand,
 ) -> Result<(String, String, Vec<MessageQueue>), String> {
-    let body = parse_body(request)?;
-    let group = text(body.get("consumerGroup"))
-        .filter(|s| !s.is_empty())
-        .ok_or("consumerGroup is missing")?;
-    let client = text(body.get("clientId"))
-        .filter(|s| !s.is_empty())
-        .ok_or("clientId is missing")?;
-    let mut mqs = Vec::new();
-    for mq in body
-        .get("mqSet")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let topic = text(mq.get("topic")).ok_or("a queue in mqSet has no topic")?;
-        let broker_name = text(mq.get("brokerName")).unwrap_or_default();
-        let queue_id = number(mq.get("queueId")).ok_or("a queue in mqSet has no queueId")? as i32;
-        mqs.push(MessageQueue {
-            topic,
-            broker_name,
-            queue_id,
-        });
+    let body = decode_body(request, LockBatchRequestBody::decode)?;
+    if body.consumer_group.is_empty() {
+        return Err("consumerGroup is missing".into());
     }
-    Ok((group, client, mqs))
+    if body.client_id.is_empty() {
+        return Err("clientId is missing".into());
+    }
+    Ok((body.consumer_group, body.client_id, body.mq_set))
 }
 
 pub fn lock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
@@ -398,10 +336,13 @@ pub fn lock_batch_mq(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let locked = ctx
         .locks
         .try_lock_batch(&group, &mqs, &client, crate::persist::now_ms());
-    let body = serde_json::json!({ "lockOKMQSet": locked.iter().map(MessageQueue::to_json).collect::<Vec<_>>() });
+    let body = LockBatchResponseBody {
+        lock_ok_mq_set: locked,
+    }
+    .encode();
     request
         .response_to(ResponseCode::Success.code(), None)
-        .with_body(body.to_string())
+        .with_body(body)
         .into()
 }
 
@@ -444,7 +385,7 @@ mod tests {
         );
         assert!(retry_topic_exists(&ctx, "G1"));
         assert_eq!(
-            ctx.consumers.subscription("G1", "T1").unwrap().codes,
+            ctx.consumers.subscription("G1", "T1").unwrap().code_set,
             vec![2598919]
         );
         assert_eq!(ch1.sent().len(), 1, "first member joined: notified");
@@ -525,14 +466,14 @@ mod tests {
             RemotingCommand::request(41, 1).with_body(body("c1")),
             &ch,
         );
-        let v: Value = serde_json::from_slice(&r.command.body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.command.body).unwrap();
         assert_eq!(v["lockOKMQSet"].as_array().unwrap().len(), 2);
         let r = run_on(
             &ctx,
             RemotingCommand::request(41, 2).with_body(body("c2")),
             &ch,
         );
-        let v: Value = serde_json::from_slice(&r.command.body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.command.body).unwrap();
         assert!(v["lockOKMQSet"].as_array().unwrap().is_empty());
         assert!(ctx.locks.has_unexpired_lock("G"));
         assert_eq!(
@@ -550,7 +491,7 @@ mod tests {
             RemotingCommand::request(41, 4).with_body(body("c2")),
             &ch,
         );
-        let v: Value = serde_json::from_slice(&r.command.body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.command.body).unwrap();
         assert_eq!(v["lockOKMQSet"].as_array().unwrap().len(), 2);
     }
 

@@ -4,21 +4,18 @@
 //! features.md §e.3. All answered inline on the network core (memory lookups).
 
 use ringmq_remoting::codes::ResponseCode;
-use ringmq_remoting::header::{BoundaryType, HeaderError};
+use ringmq_remoting::header::{
+    BoundaryType, GetEarliestMsgStoretimeRequestHeader, GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
 use ringmq_remoting::message::record::{self, Decoded};
 use ringmq_remoting::RemotingCommand;
 use ringmq_store::{AcceptAll, Boundary};
 
 use ringmq_runtime::Reply;
 
-use crate::context::{error_response, header_error, optional, required, BrokerContext};
-
-fn topic_queue(request: &RemotingCommand) -> Result<(String, i32), HeaderError> {
-    Ok((
-        required(&request.ext_fields, "topic")?,
-        required(&request.ext_fields, "queueId")?,
-    ))
-}
+use crate::context::{error_response, header_error, BrokerContext};
 
 fn with_offset(request: &RemotingCommand, key: &str, value: i64) -> Reply {
     request
@@ -28,17 +25,14 @@ fn with_offset(request: &RemotingCommand, key: &str, value: i64) -> Reply {
 }
 
 pub fn query_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let f = &request.ext_fields;
-    let parsed = (|| -> Result<_, HeaderError> {
-        Ok((
-            required::<String>(f, "consumerGroup")?,
-            required::<String>(f, "topic")?,
-            required::<i32>(f, "queueId")?,
-            optional::<bool>(f, "setZeroIfNotFound")?,
-        ))
-    })();
-    let (group, topic, queue_id, set_zero) = match parsed {
-        Ok(p) => p,
+    let QueryConsumerOffsetRequestHeader {
+        consumer_group: group,
+        topic,
+        queue_id,
+        set_zero_if_not_found: set_zero,
+        ..
+    } = match request.decode_header() {
+        Ok(h) => h,
         Err(e) => return header_error(request, e),
     };
     let offset = ctx
@@ -100,17 +94,9 @@ fn physical_memory_bytes() -> i64 {
 }
 
 pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let f = &request.ext_fields;
-    let parsed = (|| -> Result<_, HeaderError> {
-        Ok((
-            required::<String>(f, "consumerGroup")?,
-            required::<String>(f, "topic")?,
-            required::<i32>(f, "queueId")?,
-            required::<i64>(f, "commitOffset")?,
-        ))
-    })();
+    let parsed = request.decode_header::<UpdateConsumerOffsetRequestHeader>();
     let (group, topic, queue_id, offset) = match parsed {
-        Ok(p) => p,
+        Ok(h) => (h.consumer_group, h.topic, h.queue_id, h.commit_offset),
         Err(e) => {
             tracing::warn!("UPDATE_CONSUMER_OFFSET with a bad header: {e}");
             if request.is_oneway() {
@@ -169,48 +155,39 @@ pub fn update_consumer_offset(ctx: &BrokerContext, request: &RemotingCommand) ->
 }
 
 pub fn get_max_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    match topic_queue(request) {
-        Ok((topic, queue_id)) => with_offset(
+    match request.decode_header::<GetMaxOffsetRequestHeader>() {
+        Ok(h) => with_offset(
             request,
             "offset",
-            ctx.store.max_offset_in_queue(&topic, queue_id),
+            ctx.store.max_offset_in_queue(&h.topic, h.queue_id),
         ),
         Err(e) => header_error(request, e),
     }
 }
 
 pub fn get_min_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    match topic_queue(request) {
-        Ok((topic, queue_id)) => with_offset(
+    match request.decode_header::<GetMinOffsetRequestHeader>() {
+        Ok(h) => with_offset(
             request,
             "offset",
-            ctx.store.min_offset_in_queue(&topic, queue_id),
+            ctx.store.min_offset_in_queue(&h.topic, h.queue_id),
         ),
         Err(e) => header_error(request, e),
     }
 }
 
 pub fn search_offset_by_timestamp(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let f = &request.ext_fields;
-    let parsed = (|| -> Result<_, HeaderError> {
-        let (topic, queue_id) = topic_queue(request)?;
-        Ok((
-            topic,
-            queue_id,
-            required::<i64>(f, "timestamp")?,
-            optional::<BoundaryType>(f, "boundaryType")?,
-        ))
-    })();
-    match parsed {
-        Ok((topic, queue_id, ts, boundary)) => {
-            let b = match boundary.unwrap_or_default() {
+    match request.decode_header::<SearchOffsetRequestHeader>() {
+        Ok(h) => {
+            let b = match h.boundary_type.unwrap_or_default() {
                 BoundaryType::Lower => Boundary::Lower,
                 BoundaryType::Upper => Boundary::Upper,
             };
             with_offset(
                 request,
                 "offset",
-                ctx.store.offset_in_queue_by_time(&topic, queue_id, ts, b),
+                ctx.store
+                    .offset_in_queue_by_time(&h.topic, h.queue_id, h.timestamp, b),
             )
         }
         Err(e) => header_error(request, e),
@@ -218,12 +195,12 @@ pub fn search_offset_by_timestamp(ctx: &BrokerContext, request: &RemotingCommand
 }
 
 pub fn get_earliest_msg_storetime(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    match topic_queue(request) {
-        Ok((topic, queue_id)) => with_offset(
+    match request.decode_header::<GetEarliestMsgStoretimeRequestHeader>() {
+        Ok(h) => with_offset(
             request,
             "timestamp",
             ctx.store
-                .earliest_message_time(&topic, queue_id)
+                .earliest_message_time(&h.topic, h.queue_id)
                 .unwrap_or(-1),
         ),
         Err(e) => header_error(request, e),

@@ -8,24 +8,23 @@
 use std::sync::Arc;
 
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
-use ringmq_remoting::header::HeaderError;
+use ringmq_remoting::header::PullMessageHeaderRef;
 use ringmq_remoting::message::record::{self, Decoded};
 use ringmq_remoting::message::tags::TagFilter;
-use ringmq_remoting::{ExtFields, RemotingCommand};
+use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{BodyChunk, FileRange, Reply, RequestContext, Response};
 use ringmq_store::{FileSpan, GetMessageResult, GetMessageStatus, MessageFilter};
 
 use crate::client::consumer_manager::SubscriptionData;
-use crate::context::{header_error, optional, required, BrokerContext, PropertyPredicate};
+use crate::context::{header_error, BrokerContext, PropertyPredicate};
 use crate::long_polling::HeldPull;
 use crate::metadata::topic_config as topics;
 use crate::processor::send::FAQ_SUGGESTION;
 
-pub const PULL_FLAG_COMMIT_OFFSET: i32 = 0x1;
-pub const PULL_FLAG_SUSPEND: i32 = 0x2;
-pub const PULL_FLAG_SUBSCRIPTION: i32 = 0x4;
-pub const PULL_FLAG_CLASS_FILTER: i32 = 0x8;
-pub const PULL_FLAG_LITE_PULL: i32 = 0x10;
+pub use ringmq_remoting::header::{
+    PULL_FLAG_CLASS_FILTER, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_LITE_PULL, PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+};
 
 /// Longest a pull may be parked, whatever the client asks (an explicit bound on held state).
 const MAX_SUSPEND_MS: i64 = 3_600_000;
@@ -35,42 +34,6 @@ const MAX_SUSPEND_MS: i64 = 3_600_000;
 /// 0.96-1.07x over four runs; 16 KiB runs averaged worse, 64 KiB runs were always better).
 /// `benches/README.md`, "pull body: splice vs vectored write".
 pub const DEFAULT_ZERO_COPY_MIN_BYTES: u64 = 32 * 1024;
-
-/// `PullMessageRequestHeader`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PullHeader {
-    pub consumer_group: String,
-    pub topic: String,
-    pub queue_id: i32,
-    pub queue_offset: i64,
-    pub max_msg_nums: i32,
-    pub sys_flag: i32,
-    pub commit_offset: i64,
-    pub suspend_timeout_ms: i64,
-    pub subscription: Option<String>,
-    pub sub_version: i64,
-    pub expression_type: Option<String>,
-    pub max_msg_bytes: Option<i32>,
-}
-
-impl PullHeader {
-    pub fn decode(f: &ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            consumer_group: required(f, "consumerGroup")?,
-            topic: required(f, "topic")?,
-            queue_id: required(f, "queueId")?,
-            queue_offset: required(f, "queueOffset")?,
-            max_msg_nums: required(f, "maxMsgNums")?,
-            sys_flag: required(f, "sysFlag")?,
-            commit_offset: optional(f, "commitOffset")?.unwrap_or(0),
-            suspend_timeout_ms: optional(f, "suspendTimeoutMillis")?.unwrap_or(0),
-            subscription: optional(f, "subscription")?,
-            sub_version: optional(f, "subVersion")?.unwrap_or(0),
-            expression_type: optional(f, "expressionType")?,
-            max_msg_bytes: optional(f, "maxMsgBytes")?,
-        })
-    }
-}
 
 /// The filter a pull applies while reading.
 #[derive(Clone)]
@@ -120,7 +83,7 @@ enum Outcome {
 /// Processes a pull request.
 pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestContext) -> Reply {
     let started = std::time::Instant::now();
-    let header = match PullHeader::decode(&request.ext_fields) {
+    let header = match PullMessageHeaderRef::decode(&request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
@@ -129,8 +92,11 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestC
         Outcome::Respond(r) => Reply::Now(r),
         Outcome::Suspend { filter, timeout_ms } => {
             let responder = rc.responder();
-            let (topic, queue_id, offset) =
-                (header.topic.clone(), header.queue_id, header.queue_offset);
+            let (topic, queue_id, offset) = (
+                header.topic.to_owned(),
+                header.queue_id,
+                header.queue_offset,
+            );
             let ctx2 = ctx.clone();
             let peer = peer.to_string();
             let matcher_filter = filter.clone();
@@ -144,10 +110,7 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestC
                         matcher_filter.matches_arrival(code, props)
                     }),
                     resume: Box::new(move || {
-                        let response = match execute(&ctx2, &request, &header, false, &peer) {
-                            Outcome::Respond(r) => r,
-                            Outcome::Suspend { .. } => unreachable_suspend(&request),
-                        };
+                        let response = rerun(&ctx2, &request, &peer);
                         ctx2.metrics.record_rpc(
                             request.code,
                             response.command.code,
@@ -165,6 +128,20 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestC
             }
             Reply::Later
         }
+    }
+}
+
+/// A parked pull's re-run. The borrowed header cannot outlive the parking, so it is
+/// decoded again from the kept request (it decoded once already).
+fn rerun(ctx: &BrokerContext, request: &RemotingCommand, peer: &str) -> Response {
+    match PullMessageHeaderRef::decode(&request.ext_fields) {
+        Ok(header) => match execute(ctx, request, &header, false, peer) {
+            Outcome::Respond(r) => r,
+            Outcome::Suspend { .. } => unreachable_suspend(request),
+        },
+        Err(e) => request
+            .response_to(ResponseCode::SystemError.code(), Some(e.to_string()))
+            .into(),
     }
 }
 
@@ -197,7 +174,7 @@ fn refuse(
 fn execute(
     ctx: &BrokerContext,
     request: &RemotingCommand,
-    h: &PullHeader,
+    h: &PullMessageHeaderRef<'_>,
     first: bool,
     peer: &str,
 ) -> Outcome {
@@ -226,7 +203,7 @@ fn execute(
             Some(1),
         );
     }
-    let Some(group_config) = ctx.groups.find(&h.consumer_group) else {
+    let Some(group_config) = ctx.groups.find(h.consumer_group) else {
         return refuse(
             request,
             ResponseCode::SubscriptionGroupNotExist,
@@ -245,7 +222,7 @@ fn execute(
             Some(2),
         );
     }
-    let Some(topic_config) = ctx.topics.select(&h.topic) else {
+    let Some(topic_config) = ctx.topics.select(h.topic) else {
         return refuse(
             request,
             ResponseCode::TopicNotExist,
@@ -279,13 +256,13 @@ fn execute(
     // Subscription: from the request, or the one the group registered by heartbeat.
     let subscription = if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
         SubscriptionData::build(
-            &h.topic,
-            h.subscription.as_deref().unwrap_or("*"),
-            h.expression_type.as_deref().unwrap_or("TAG"),
+            h.topic,
+            h.subscription.unwrap_or("*"),
+            h.expression_type.unwrap_or("TAG"),
             h.sub_version,
         )
     } else {
-        let Some(group_info) = ctx.consumers.group(&h.consumer_group) else {
+        let Some(group_info) = ctx.consumers.group(h.consumer_group) else {
             return refuse(
                 request,
                 ResponseCode::SubscriptionNotExist,
@@ -304,7 +281,7 @@ fn execute(
                 Some(4),
             );
         }
-        if ctx.groups.forbidden(&h.consumer_group, &h.topic) & topics::PERM_READ != 0 {
+        if ctx.groups.forbidden(h.consumer_group, h.topic) & topics::PERM_READ != 0 {
             return refuse(
                 request,
                 ResponseCode::NoPermission,
@@ -315,7 +292,7 @@ fn execute(
                 Some(5),
             );
         }
-        let Some(sub) = group_info.subscriptions.get(&h.topic).cloned() else {
+        let Some(sub) = group_info.subscriptions.get(h.topic).cloned() else {
             return refuse(
                 request,
                 ResponseCode::SubscriptionNotExist,
@@ -336,7 +313,7 @@ fn execute(
         }
         sub
     };
-    let filter = if subscription.is_tag() {
+    let filter = if subscription.is_tag_type() {
         PullFilter::Tag(subscription.tag_filter())
     } else if subscription.expression_type != "SQL92" {
         return refuse(
@@ -352,7 +329,7 @@ fn execute(
             "The broker does not support consumer to filter message by SQL92".to_string(),
             None,
         );
-    } else if topics::is_retry_or_dlq_topic(&h.topic) {
+    } else if topics::is_retry_or_dlq_topic(h.topic) {
         // filterSupportRetry=false: retry messages are not SQL-filtered.
         PullFilter::Tag(TagFilter::All)
     } else {
@@ -379,21 +356,21 @@ fn execute(
 
     let reset = if ctx.live.use_server_side_reset_offset() {
         ctx.offsets
-            .take_reset_offset(&h.consumer_group, &h.topic, h.queue_id)
+            .take_reset_offset(h.consumer_group, h.topic, h.queue_id)
     } else {
         None
     };
     let (code, status_name, result) = match reset {
         Some(target) => {
-            let min = ctx.store.min_offset_in_queue(&h.topic, h.queue_id);
-            let max = ctx.store.max_offset_in_queue(&h.topic, h.queue_id);
+            let min = ctx.store.min_offset_in_queue(h.topic, h.queue_id);
+            let max = ctx.store.max_offset_in_queue(h.topic, h.queue_id);
             let r = GetMessageResult::empty(GetMessageStatus::OffsetTooSmall, target, min, max);
             (ResponseCode::PullOffsetMoved, "OFFSET_RESET", r)
         }
         None => {
             let max_bytes = h.max_msg_bytes.filter(|b| *b > 0).unwrap_or(i32::MAX) as usize;
             let result = ctx.store.get_message(
-                &h.topic,
+                h.topic,
                 h.queue_id,
                 h.queue_offset,
                 h.max_msg_nums.max(1),
@@ -402,8 +379,8 @@ fn execute(
             );
             let found = result.status == GetMessageStatus::Found;
             ctx.metrics.record_get(
-                &h.topic,
-                &h.consumer_group,
+                h.topic,
+                h.consumer_group,
                 if found {
                     result.messages.len() as u64
                 } else {
@@ -414,7 +391,7 @@ fn execute(
                 } else {
                     0
                 },
-                || ctx.topics.is_system_topic(&h.topic),
+                || ctx.topics.is_system_topic(h.topic),
             );
             let code = status_code(result.status, h.queue_offset);
             (code, result.status.name(), result)
@@ -440,8 +417,8 @@ fn execute(
     f.insert("groupSysFlag", group_config.group_sys_flag.to_string());
 
     ctx.offsets.record_pull_offset(
-        &h.consumer_group,
-        &h.topic,
+        h.consumer_group,
+        h.topic,
         h.queue_id,
         result.next_begin_offset,
     );
@@ -451,12 +428,12 @@ fn execute(
         && h.commit_offset >= 0
     {
         ctx.offsets
-            .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+            .commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset);
     }
 
     if code == ResponseCode::PullNotFound && first && h.sys_flag & PULL_FLAG_SUSPEND != 0 {
         let timeout_ms = if ctx.live.long_polling_enable() {
-            h.suspend_timeout_ms.clamp(0, MAX_SUSPEND_MS)
+            h.suspend_timeout_millis.clamp(0, MAX_SUSPEND_MS)
         } else {
             ctx.live.short_polling_time_ms().min(MAX_SUSPEND_MS as u64) as i64
         };

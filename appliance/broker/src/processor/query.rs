@@ -3,19 +3,21 @@
 //! records, sent as zero-copy `extra_body` chunks.
 
 use ringmq_remoting::codes::ResponseCode;
-use ringmq_remoting::header::HeaderError;
+use ringmq_remoting::header::{
+    QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
+};
 use ringmq_remoting::RemotingCommand;
 
 use ringmq_runtime::{Reply, Response};
 
-use crate::context::{error_response, header_error, optional, required, BrokerContext};
+use crate::context::{error_response, header_error, BrokerContext};
 
 /// Upper bound on records one QUERY_MESSAGE returns (`maxMsgsNumBatch`).
 const MAX_QUERY_RESULTS: usize = 64;
 
 pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let offset: i64 = match required(&request.ext_fields, "offset") {
-        Ok(o) => o,
+    let offset = match request.decode_header::<ViewMessageRequestHeader>() {
+        Ok(h) => h.offset,
         Err(e) => return header_error(request, e),
     };
     match ctx.store.look_message_by_offset(offset) {
@@ -33,28 +35,19 @@ pub fn view_message_by_id(ctx: &BrokerContext, request: &RemotingCommand) -> Rep
 }
 
 pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    let f = &request.ext_fields;
-    let parsed = (|| -> Result<_, HeaderError> {
-        Ok((
-            required::<String>(f, "topic")?,
-            required::<String>(f, "key")?,
-            required::<i32>(f, "maxNum")?,
-            required::<i64>(f, "beginTimestamp")?,
-            required::<i64>(f, "endTimestamp")?,
-            optional::<bool>(f, "_UNIQUE_KEY_QUERY")?.unwrap_or(false),
-        ))
-    })();
-    let (topic, key, max_num, begin, end, unique) = match parsed {
-        Ok(p) => p,
+    let h = match request.decode_header::<QueryMessageRequestHeader>() {
+        Ok(h) => h,
         Err(e) => return header_error(request, e),
     };
-    let max = if unique {
+    let max = if h.unique_key_query.unwrap_or(false) {
         ctx.config.default_query_max_num as usize
     } else {
-        max_num.max(1) as usize
+        h.max_num.max(1) as usize
     }
     .min(MAX_QUERY_RESULTS);
-    let records = ctx.store.query_message(&topic, &key, max, begin, end);
+    let records =
+        ctx.store
+            .query_message(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);
     if records.is_empty() {
         return error_response(
             request,
@@ -66,8 +59,10 @@ pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let index = ctx.store.index_last_update();
     let command = request
         .response_to(ResponseCode::Success.code(), None)
-        .with_ext("indexLastUpdateTimestamp", index.timestamp_ms.to_string())
-        .with_ext("indexLastUpdatePhyoffset", index.phy_offset.to_string());
+        .with_header(&QueryMessageResponseHeader {
+            index_last_update_timestamp: index.timestamp_ms,
+            index_last_update_phyoffset: index.phy_offset,
+        });
     Reply::Now(Response {
         command,
         extra_body: records.into_iter().map(Into::into).collect(),

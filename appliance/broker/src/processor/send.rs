@@ -12,95 +12,20 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use ringmq_remoting::codes::ResponseCode;
-use ringmq_remoting::header::{read_field, FieldValue, HeaderError, SendMessageRequestHeader};
+use ringmq_remoting::header::SendMessageHeaderRef;
 use ringmq_remoting::message::properties::{self, keys, MessageProperties};
 use ringmq_remoting::message::record::{self, RecordFields};
 use ringmq_remoting::message::{batch, id, sysflag};
-use ringmq_remoting::{ExtFields, RemotingCommand};
+use ringmq_remoting::number::{decimal, I64_DECIMAL_BYTES};
+use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext};
+use ringmq_store::refusal::{RefusalLog, DEFAULT_REFUSAL_LOG_INTERVAL};
 use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
 use crate::context::{error_response, header_error, BrokerContext};
-use crate::log_limit::RefusalLog;
 use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
 use crate::metrics::MessageType;
 use ringmq_sync::LockExt;
-
-/// Wire keys of `SendMessageRequestHeader` (code 10) and `…V2` (310/320), same order.
-const V1_KEYS: [&str; 13] = [
-    "producerGroup",
-    "topic",
-    "defaultTopic",
-    "defaultTopicQueueNums",
-    "queueId",
-    "sysFlag",
-    "bornTimestamp",
-    "flag",
-    "properties",
-    "reconsumeTimes",
-    "unitMode",
-    "maxReconsumeTimes",
-    "batch",
-];
-const V2_KEYS: [&str; 13] = [
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
-];
-
-/// The send header, borrowing its strings from the request's extFields (no copies on the
-/// hot path).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SendHeader<'a> {
-    pub producer_group: &'a str,
-    pub topic: &'a str,
-    pub default_topic: &'a str,
-    pub default_topic_queue_nums: i32,
-    pub queue_id: i32,
-    pub sys_flag: i32,
-    pub born_timestamp_ms: i64,
-    pub flag: i32,
-    pub properties: &'a str,
-    pub reconsume_times: i32,
-    pub unit_mode: bool,
-    pub max_reconsume_times: Option<i32>,
-    pub batch: bool,
-}
-
-fn req_str<'a>(f: &'a ExtFields, key: &'static str) -> Result<&'a str, HeaderError> {
-    f.get(key).ok_or(HeaderError::Missing { field: key })
-}
-
-fn req_num<T: FieldValue>(f: &ExtFields, key: &'static str) -> Result<T, HeaderError> {
-    read_field::<T>(f, key)?.ok_or(HeaderError::Missing { field: key })
-}
-
-impl<'a> SendHeader<'a> {
-    /// Decodes by code (10 → long names, 310/320 → one-letter names), falling back to the
-    /// other set when the expected one is absent: some clients mix them up. Which fields
-    /// are required is remoting's typed header's knowledge (the broker's dispatch checks
-    /// them first); every one of them is read as required here too, never defaulted.
-    pub fn decode(code: i32, fields: &'a ExtFields) -> Result<Self, HeaderError> {
-        let keys = if SendMessageRequestHeader::uses_v2_keys(code, fields) {
-            &V2_KEYS
-        } else {
-            &V1_KEYS
-        };
-        Ok(Self {
-            producer_group: req_str(fields, keys[0])?,
-            topic: req_str(fields, keys[1])?,
-            default_topic: req_str(fields, keys[2])?,
-            default_topic_queue_nums: req_num(fields, keys[3])?,
-            queue_id: req_num(fields, keys[4])?,
-            sys_flag: req_num(fields, keys[5])?,
-            born_timestamp_ms: req_num(fields, keys[6])?,
-            flag: req_num(fields, keys[7])?,
-            properties: fields.get(keys[8]).unwrap_or(""),
-            reconsume_times: read_field::<i32>(fields, keys[9])?.unwrap_or(0),
-            unit_mode: read_field::<bool>(fields, keys[10])?.unwrap_or(false),
-            max_reconsume_times: read_field::<i32>(fields, keys[11])?,
-            batch: read_field::<bool>(fields, keys[12])?.unwrap_or(false),
-        })
-    }
-}
 
 thread_local! {
     /// Per-core scratch for the stored property string (reused across sends).
@@ -157,7 +82,7 @@ pub fn process(
     queued_ms: u64,
 ) -> Reply {
     let started = std::time::Instant::now();
-    let header = match SendHeader::decode(request.code, &request.ext_fields) {
+    let header = match SendMessageHeaderRef::decode_for_code(request.code, &request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
@@ -183,7 +108,7 @@ pub fn process(
     // upstream's), resolved here so the store's completion needs no topic string.
     let in_key = ctx.metrics.in_key(
         header.topic,
-        MessageType::from_properties(header.properties),
+        MessageType::from_properties(header.properties_or_empty()),
         || ctx.topics.is_system_topic(header.topic),
     );
     let request_code = request.code;
@@ -215,7 +140,8 @@ pub fn process(
                         result.msg_num.max(0) as u64,
                         result.wrote_bytes.max(0) as u64,
                     );
-                } else if let Some(suppressed) = ONEWAY_NOT_STORED_LOG.admit(result.status as i32) {
+                } else if let Some(line) = ONEWAY_NOT_STORED_LOG.note(result.status.name()) {
+                    let suppressed = line.suppressed();
                     tracing::warn!(
                         topic = topic_for_log,
                         queue_id,
@@ -279,13 +205,15 @@ impl StoredStatus for PutResult {
     }
 }
 
-/// Refusal log limits, one per call site (see [`crate::log_limit`]).
-static ONEWAY_NOT_STORED_LOG: RefusalLog = RefusalLog::new();
-static REFUSED_LOG: RefusalLog = RefusalLog::new();
-static NOT_STORED_LOG: RefusalLog = RefusalLog::new();
+/// Refusal log limits, one per call site, keyed by status or response code name.
+static ONEWAY_NOT_STORED_LOG: RefusalLog =
+    RefusalLog::new("oneway send", DEFAULT_REFUSAL_LOG_INTERVAL);
+static REFUSED_LOG: RefusalLog = RefusalLog::new("send", DEFAULT_REFUSAL_LOG_INTERVAL);
+static NOT_STORED_LOG: RefusalLog = RefusalLog::new("send", DEFAULT_REFUSAL_LOG_INTERVAL);
 
 fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) -> Reply {
-    if let Some(suppressed) = REFUSED_LOG.admit(code.code()) {
+    if let Some(line) = REFUSED_LOG.note(code.name()) {
+        let suppressed = line.suppressed();
         tracing::warn!(code = code.name(), suppressed, "send refused: {remark}");
     }
     if request.is_oneway() {
@@ -323,7 +251,7 @@ pub(crate) fn message_illegal_remark(max_message_size_bytes: u32) -> String {
 fn prepare(
     ctx: &BrokerContext,
     request: &RemotingCommand,
-    header: &SendHeader<'_>,
+    header: &SendMessageHeaderRef<'_>,
     born_host: SocketAddr,
 ) -> Result<Prepared, Refusal> {
     let config = &ctx.config;
@@ -353,10 +281,10 @@ fn prepare(
             format!("Sending message to topic[{topic}] is forbidden."),
         ));
     }
-    if let Err(e) = properties::check_header_properties(header.properties) {
+    if let Err(e) = properties::check_header_properties(header.properties_or_empty()) {
         return Err((ResponseCode::MessageIllegal, e.to_string()));
     }
-    let topic_sys_flag = if header.unit_mode { 1 } else { 0 };
+    let topic_sys_flag = if header.is_unit_mode() { 1 } else { 0 };
     let topic_config = match ctx.topics.create_topic_in_send(
         ctx.live.auto_create_topic_enable(),
         topic,
@@ -401,7 +329,7 @@ fn prepare(
             message_illegal_remark(config.max_message_size_bytes),
         ));
     }
-    if header.batch {
+    if header.is_batch() {
         prepare_batch(ctx, request, header, topic, queue_id, sys_flag, born_host)
     } else {
         prepare_single(
@@ -420,7 +348,7 @@ fn prepare(
 fn prepare_single(
     ctx: &BrokerContext,
     request: &RemotingCommand,
-    header: &SendHeader<'_>,
+    header: &SendMessageHeaderRef<'_>,
     mut topic: String,
     mut queue_id: i32,
     mut sys_flag: i32,
@@ -428,7 +356,7 @@ fn prepare_single(
 ) -> Result<Prepared, Refusal> {
     let config = &ctx.config;
     let response_queue_id = queue_id;
-    let raw = header.properties;
+    let raw = header.properties_or_empty();
     // One pass over the properties for everything the broker reacts to.
     let (mut uniq, mut delay, mut tran, mut pop_ck, mut keys_prop, mut wait) =
         (None, None, false, false, None, true);
@@ -474,7 +402,7 @@ fn prepare_single(
         let max_reconsume = header
             .max_reconsume_times
             .unwrap_or(group_config.retry_max_times);
-        if header.reconsume_times > max_reconsume || ctx.locks.has_unexpired_lock(group) {
+        if header.reconsume_times_or_zero() > max_reconsume || ctx.locks.has_unexpired_lock(group) {
             let dlq = topics::dlq_topic(group);
             let tc = ctx
                 .topics
@@ -487,7 +415,7 @@ fn prepare_single(
             }
             tracing::info!(
                 group,
-                reconsume = header.reconsume_times,
+                reconsume = header.reconsume_times_or_zero(),
                 max_reconsume,
                 "retry message goes to {dlq}"
             );
@@ -496,7 +424,7 @@ fn prepare_single(
             to_dlq = true;
         }
     }
-    let half = tran && !(header.reconsume_times > 0 && delay_level > 0);
+    let half = tran && !(header.reconsume_times_or_zero() > 0 && delay_level > 0);
     if half && config.reject_transaction_message {
         return Err((
             ResponseCode::NoPermission,
@@ -563,11 +491,11 @@ fn prepare_single(
             queue_offset: 0,
             physical_offset: 0,
             sys_flag,
-            born_timestamp_ms: header.born_timestamp_ms,
+            born_timestamp_ms: header.born_timestamp,
             born_host,
             store_timestamp_ms: 0,
             store_host: ctx.store_host,
-            reconsume_times: header.reconsume_times,
+            reconsume_times: header.reconsume_times_or_zero(),
             prepared_transaction_offset: 0,
             body: &request.body,
             topic: &topic,
@@ -598,7 +526,7 @@ fn prepare_single(
 fn prepare_batch(
     ctx: &BrokerContext,
     request: &RemotingCommand,
-    header: &SendHeader<'_>,
+    header: &SendMessageHeaderRef<'_>,
     topic: &str,
     queue_id: i32,
     sys_flag: i32,
@@ -650,11 +578,11 @@ fn prepare_batch(
             queue_offset: 0,
             physical_offset: 0,
             sys_flag,
-            born_timestamp_ms: header.born_timestamp_ms,
+            born_timestamp_ms: header.born_timestamp,
             born_host,
             store_timestamp_ms: 0,
             store_host: ctx.store_host,
-            reconsume_times: header.reconsume_times,
+            reconsume_times: header.reconsume_times_or_zero(),
             prepared_transaction_offset: 0,
             body: item.body,
             topic,
@@ -668,7 +596,8 @@ fn prepare_batch(
         })?;
         sizes.push(size as u32);
     }
-    let uniq_key = properties::find(header.properties, keys::UNIQ_KEY).map(str::to_string);
+    let uniq_key =
+        properties::find(header.properties_or_empty(), keys::UNIQ_KEY).map(str::to_string);
     Ok(Prepared {
         topic: topic.to_string(),
         queue_id,
@@ -738,7 +667,8 @@ fn put_response(
     response.code = code.code();
     response.remark = remark;
     if !result.status_is_stored() {
-        if let Some(suppressed) = NOT_STORED_LOG.admit(result.status as i32) {
+        if let Some(line) = NOT_STORED_LOG.note(result.status.name()) {
+            let suppressed = line.suppressed();
             tracing::warn!(status = result.status.name(), suppressed, "send not stored");
         }
         return response;
@@ -768,7 +698,7 @@ fn put_response(
             msg_id.len() + region.len() + uniq_key.map_or(0, str::len) + 96,
         );
         f.insert_str("msgId", &msg_id);
-        let mut digits = [0u8; 20];
+        let mut digits = [0u8; I64_DECIMAL_BYTES];
         f.insert_str(
             "queueId",
             decimal(&mut digits, i64::from(response_queue_id)),
@@ -790,26 +720,6 @@ thread_local! {
     /// Scratch for the offsetMsgId(s) of a send response (reused on whichever thread runs
     /// the store's completion).
     static MSG_ID_SCRATCH: RefCell<String> = RefCell::new(String::with_capacity(64));
-}
-
-/// `value` in decimal, formatted into `buf` (no allocation).
-fn decimal(buf: &mut [u8; 20], value: i64) -> &str {
-    let mut at = buf.len();
-    let mut rest = value.unsigned_abs();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        at -= 1;
-        buf[at] = b'-';
-    }
-    // The bytes are ASCII digits and '-' by construction.
-    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 #[cfg(test)]
@@ -1091,14 +1001,6 @@ mod tests {
             run(&ctx2, r).command.code,
             ResponseCode::NoPermission.code()
         );
-    }
-
-    #[test]
-    fn decimal_formats_like_to_string() {
-        let mut buf = [0u8; 20];
-        for v in [0i64, 7, -1, 42, 1_234_567_890_123, i64::MAX, i64::MIN] {
-            assert_eq!(decimal(&mut buf, v), v.to_string());
-        }
     }
 
     #[test]

@@ -66,6 +66,13 @@ impl MessageQueue {
     }
 }
 
+/// `topic@brokerName#queueId`, the short form logs and tools print.
+impl std::fmt::Display for MessageQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}#{}", self.topic, self.broker_name, self.queue_id)
+    }
+}
+
 /// A MessageQueue-keyed map as a [`Value`] whose keys are objects, so `to_json()` writes
 /// fastjson's object-key form. Entries come out in MessageQueue order.
 pub fn mq_map_value<V>(map: &BTreeMap<MessageQueue, V>, value: impl Fn(&V) -> Value) -> Value {
@@ -177,6 +184,62 @@ impl LockBatchRequestBody {
             mq_set: read_mq_list(&v, "mqSet", "")?,
         })
     }
+}
+
+/// `CHECK_CLIENT_CONFIG` (46) request body: a consumer asks whether the broker accepts
+/// its subscription (an SQL92 expression needs the property filter).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckClientRequestBody {
+    pub client_id: Option<String>,
+    pub group: Option<String>,
+    pub subscription_data: Option<SubscriptionData>,
+    pub namespace: Option<String>,
+}
+
+impl CheckClientRequestBody {
+    pub fn encode(&self) -> String {
+        ObjectBuilder::new()
+            .field_opt("clientId", self.client_id.as_deref())
+            .field_opt("group", self.group.as_deref())
+            .field_opt("namespace", self.namespace.as_deref())
+            .field_opt(
+                "subscriptionData",
+                self.subscription_data
+                    .as_ref()
+                    .map(SubscriptionData::to_json_value),
+            )
+            .build()
+            .to_json()
+    }
+
+    /// Every field may be absent; a subscription without a topic reads as an empty topic,
+    /// since only its expression is checked.
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let v = root(body, "a CheckClientRequestBody object")?;
+        let subscription_data = match v.get_present("subscriptionData") {
+            None => None,
+            Some(sub) => Some(check_subscription(sub)?),
+        };
+        Ok(Self {
+            client_id: read::opt_string(&v, "clientId", "")?,
+            group: read::opt_string(&v, "group", "")?,
+            subscription_data,
+            namespace: read::opt_string(&v, "namespace", "")?,
+        })
+    }
+}
+
+fn check_subscription(sub: &Value) -> Result<SubscriptionData, BodyError> {
+    const PATH: &str = "subscriptionData";
+    if sub.as_object().is_none() {
+        return Err(BodyError::field(PATH, "a SubscriptionData object"));
+    }
+    Ok(SubscriptionData::build(
+        &read::opt_string(sub, "topic", PATH)?.unwrap_or_default(),
+        &read::opt_string(sub, "subString", PATH)?.unwrap_or_default(),
+        &read::opt_string(sub, "expressionType", PATH)?.unwrap_or_default(),
+        read::i64_or(sub, "subVersion", PATH, 0)?,
+    ))
 }
 
 /// `LOCK_BATCH_MQ` response body: the queues now locked by the requester.
@@ -491,7 +554,10 @@ mod tests {
     #[test]
     fn consumer_connection_round_trip() {
         let mut subscription_table = BTreeMap::new();
-        subscription_table.insert("T1".to_owned(), SubscriptionData::new_tag("T1", "TagA", 7));
+        subscription_table.insert(
+            "T1".to_owned(),
+            SubscriptionData::build("T1", "TagA", "TAG", 7),
+        );
         let cc = ConsumerConnection {
             connection_set: vec![Connection {
                 client_id: "10.0.0.1@1".into(),

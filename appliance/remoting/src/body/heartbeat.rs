@@ -176,19 +176,37 @@ pub struct SubscriptionData {
 }
 
 impl SubscriptionData {
-    /// A TAG subscription built the way Java's `FilterAPI.buildSubscriptionData` does.
-    pub fn new_tag(topic: &str, sub_string: &str, sub_version: i64) -> Self {
-        let (sub_string, tags_set, code_set) = match TagFilter::parse(sub_string) {
-            TagFilter::All => (tags::SUB_ALL.to_owned(), Vec::new(), Vec::new()),
-            TagFilter::Tags { tags, codes } => (sub_string.to_owned(), tags, codes),
+    /// A subscription built the way Java's `FilterAPI.build` does: for TAG (also an
+    /// empty `expression_type`) the tags and their hash codes are parsed from
+    /// `sub_string`; SQL92 keeps the expression and has no tags. An empty `sub_string`
+    /// becomes `*`; the type is upper-cased.
+    pub fn build(topic: &str, sub_string: &str, expression_type: &str, sub_version: i64) -> Self {
+        let expression_type = if expression_type.is_empty() {
+            tags::EXPRESSION_TYPE_TAG
+        } else {
+            expression_type
+        };
+        let (tags_set, code_set) =
+            if expression_type.eq_ignore_ascii_case(tags::EXPRESSION_TYPE_TAG) {
+                match TagFilter::parse(sub_string) {
+                    TagFilter::All => (Vec::new(), Vec::new()),
+                    TagFilter::Tags { tags, codes } => (tags, codes),
+                }
+            } else {
+                (Vec::new(), Vec::new())
+            };
+        let sub_string = if sub_string.is_empty() {
+            tags::SUB_ALL
+        } else {
+            sub_string
         };
         Self {
             topic: topic.to_owned(),
-            sub_string,
+            sub_string: sub_string.to_owned(),
             tags_set,
             code_set,
             sub_version,
-            expression_type: tags::EXPRESSION_TYPE_TAG.to_owned(),
+            expression_type: expression_type.to_ascii_uppercase(),
             class_filter_mode: false,
         }
     }
@@ -200,10 +218,11 @@ impl SubscriptionData {
 
     /// The broker-side tag filter, with hash codes recomputed by Java's `String.hashCode`
     /// from `tagsSet` (or from `subString` when a client omitted `tagsSet`), never
-    /// trusting the client's `codeSet`. Meaningless for SQL92 subscriptions.
+    /// trusting the client's `codeSet`. Meaningless for SQL92 subscriptions. Only `*`
+    /// exactly matches everything, as in Java's `ExpressionMessageFilter`: ` * ` is the
+    /// tag `*`, and a blank expression has no tags and matches nothing.
     pub fn tag_filter(&self) -> TagFilter {
-        let sub = self.sub_string.trim();
-        if sub.is_empty() || sub == tags::SUB_ALL {
+        if self.sub_string.is_empty() || self.sub_string == tags::SUB_ALL {
             return TagFilter::All;
         }
         if self.tags_set.is_empty() {
@@ -552,11 +571,51 @@ mod tests {
     }
 
     #[test]
-    fn new_tag_matches_filter_api() {
-        let s = SubscriptionData::new_tag("T", "TagA || TagB", 5);
+    fn build_matches_filter_api() {
+        let s = SubscriptionData::build("T", "TagA || TagB", "TAG", 5);
         assert_eq!(s.tags_set, vec!["TagA", "TagB"]);
         assert_eq!(s.code_set, vec![2_598_919, 2_598_920]);
-        assert_eq!(SubscriptionData::new_tag("T", "", 5).sub_string, "*");
+        assert_eq!(SubscriptionData::build("T", "", "TAG", 5).sub_string, "*");
+        let untyped = SubscriptionData::build("T", "TagA", "", 5);
+        assert_eq!(untyped.expression_type, "TAG");
+        assert_eq!(untyped.tags_set, vec!["TagA"]);
+        let sql = SubscriptionData::build("T", "a > 1", "sql92", 5);
+        assert_eq!(sql.expression_type, "SQL92");
+        assert!(!sql.is_tag_type());
+        assert!(sql.tags_set.is_empty() && sql.code_set.is_empty());
+        assert_eq!(sql.sub_string, "a > 1");
+    }
+
+    #[test]
+    fn only_an_exact_star_matches_every_tag() {
+        assert!(SubscriptionData::build("T", "*", "TAG", 1)
+            .tag_filter()
+            .is_all());
+        assert_eq!(
+            SubscriptionData::build("T", " ", "TAG", 1).tag_filter(),
+            TagFilter::Tags {
+                tags: vec![],
+                codes: vec![]
+            },
+            "a blank expression has no tags"
+        );
+        assert_eq!(
+            SubscriptionData::build("T", " * ", "TAG", 1).tag_filter(),
+            TagFilter::Tags {
+                tags: vec!["*".into()],
+                codes: vec![42]
+            },
+            "a padded star is the tag `*`"
+        );
+    }
+
+    #[test]
+    fn subscription_json_is_fastjson_shaped() {
+        let s = SubscriptionData::build("T", "TagA || TagB", "TAG", 5);
+        assert_eq!(
+            s.to_json_value().to_json(),
+            r#"{"classFilterMode":false,"codeSet":[2598919,2598920],"expressionType":"TAG","subString":"TagA || TagB","subVersion":5,"tagsSet":["TagA","TagB"],"topic":"T"}"#
+        );
     }
 
     proptest! {
@@ -576,7 +635,7 @@ mod tests {
                     consume_type: Some(ConsumeType::ConsumeActively),
                     message_model: None,
                     consume_from_where: Some(ConsumeFromWhere::ConsumeFromTimestamp),
-                    subscription_data_set: vec![SubscriptionData::new_tag("T", &sub, ver)],
+                    subscription_data_set: vec![SubscriptionData::build("T", &sub, "TAG", ver)],
                     unit_mode: true,
                 }],
                 heartbeat_fingerprint: fp,

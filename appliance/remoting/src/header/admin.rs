@@ -226,7 +226,8 @@ command_header! {
 command_header! {
     /// `GetConsumeStatsInBrokerHeader` (code 317).
     GetConsumeStatsInBrokerHeader {
-        is_order: bool = "isOrder";
+        /// Only groups that consume orderly; absent means all groups.
+        is_order: bool = "isOrder" or false;
     }
 }
 

@@ -8,6 +8,11 @@ command_header! {
         topic: String = "topic";
         /// Ask for standard JSON regardless of the request version.
         accept_standard_json_only: Option<bool> = "acceptStandardJsonOnly";
+        /// Extra key `__ZONE_MODE` (`MixAll.ZONE_MODE`): filter the route by `__ZONE_NAME`.
+        /// Text, because upstream reads it leniently (anything not true is false).
+        zone_mode: Option<String> = "__ZONE_MODE";
+        /// Extra key `__ZONE_NAME` (`MixAll.ZONE_NAME`): the client's zone.
+        zone_name: Option<String> = "__ZONE_NAME";
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::codes::RequestCode;
 use crate::command::ExtFields;
-use crate::header::{CommandHeader, HeaderError, RpcFields};
+use crate::header::{read_field, CommandHeader, FieldValue, HeaderError, RpcFields};
 
 command_header! {
     /// `SendMessageRequestHeader` (code 10, and 324 for request/reply).
@@ -158,6 +158,139 @@ impl SendMessageRequestHeader {
     }
 }
 
+/// Wire keys of the send header's fields in [`SendMessageHeaderRef`] order: the long
+/// names of code 10, then the one-letter names of 310/320/325 (`n` is read separately).
+const V1_KEYS: [&str; 13] = [
+    "producerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "unitMode",
+    "maxReconsumeTimes",
+    "batch",
+];
+const V2_KEYS: [&str; 13] = [
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
+];
+
+/// A required string field, borrowed from `fields`.
+pub(super) fn required_str<'a>(
+    fields: &'a ExtFields,
+    key: &'static str,
+) -> Result<&'a str, HeaderError> {
+    fields.get(key).ok_or(HeaderError::Missing { field: key })
+}
+
+/// A required number or boolean field, parsed in place.
+pub(super) fn required_value<T: FieldValue>(
+    fields: &ExtFields,
+    key: &'static str,
+) -> Result<T, HeaderError> {
+    read_field::<T>(fields, key)?.ok_or(HeaderError::Missing { field: key })
+}
+
+/// The send request header of codes 10/310/320/324/325 as the broker reads it on every
+/// produced message: strings borrowed from the request's extFields, numbers parsed in
+/// place, nothing allocated. It reads the same keys with the same text rules as
+/// [`SendMessageRequestHeader::decode_for_code`] (the owned form clients build), and its
+/// [`SendMessageHeaderRef::to_owned_header`] equals that decode, apart from the `+rpc`
+/// keys other than the broker name, which the broker does not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendMessageHeaderRef<'a> {
+    pub producer_group: &'a str,
+    pub topic: &'a str,
+    pub default_topic: &'a str,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: Option<&'a str>,
+    pub reconsume_times: Option<i32>,
+    pub unit_mode: Option<bool>,
+    pub max_reconsume_times: Option<i32>,
+    pub batch: Option<bool>,
+    /// `bname` (long names) or `n` (one-letter names).
+    pub broker_name: Option<&'a str>,
+}
+
+impl<'a> SendMessageHeaderRef<'a> {
+    /// Decodes the send header of a `code` request, picking the key set as
+    /// [`SendMessageRequestHeader::uses_v2_keys`] does. Required fields are the dispatch's
+    /// check ([`crate::header::check_required_for_code`]); a missing one still comes back
+    /// as [`HeaderError::Missing`] here rather than a made-up value.
+    pub fn decode_for_code(code: i32, fields: &'a ExtFields) -> Result<Self, HeaderError> {
+        let v2 = SendMessageRequestHeader::uses_v2_keys(code, fields);
+        let keys = if v2 { &V2_KEYS } else { &V1_KEYS };
+        Ok(Self {
+            producer_group: required_str(fields, keys[0])?,
+            topic: required_str(fields, keys[1])?,
+            default_topic: required_str(fields, keys[2])?,
+            default_topic_queue_nums: required_value(fields, keys[3])?,
+            queue_id: required_value(fields, keys[4])?,
+            sys_flag: required_value(fields, keys[5])?,
+            born_timestamp: required_value(fields, keys[6])?,
+            flag: required_value(fields, keys[7])?,
+            properties: fields.get(keys[8]),
+            reconsume_times: read_field(fields, keys[9])?,
+            unit_mode: read_field(fields, keys[10])?,
+            max_reconsume_times: read_field(fields, keys[11])?,
+            batch: read_field(fields, keys[12])?,
+            broker_name: fields.get(if v2 { "n" } else { "bname" }),
+        })
+    }
+
+    /// Whether the body is a batch (`batch`/`m` true); the code never decides this.
+    pub fn is_batch(&self) -> bool {
+        self.batch == Some(true)
+    }
+
+    /// Whether the producer marked the topic unit mode (absent: no).
+    pub fn is_unit_mode(&self) -> bool {
+        self.unit_mode == Some(true)
+    }
+
+    /// The property string; absent reads as empty.
+    pub fn properties_or_empty(&self) -> &'a str {
+        self.properties.unwrap_or("")
+    }
+
+    /// How often the message was consumed and sent back; absent reads as 0.
+    pub fn reconsume_times_or_zero(&self) -> i32 {
+        self.reconsume_times.unwrap_or(0)
+    }
+
+    /// The owned header with the same values (the `+rpc` keys other than the broker name
+    /// left empty).
+    pub fn to_owned_header(&self) -> SendMessageRequestHeader {
+        SendMessageRequestHeader {
+            producer_group: self.producer_group.to_owned(),
+            topic: self.topic.to_owned(),
+            default_topic: self.default_topic.to_owned(),
+            default_topic_queue_nums: self.default_topic_queue_nums,
+            queue_id: self.queue_id,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            flag: self.flag,
+            properties: self.properties.map(str::to_owned),
+            reconsume_times: self.reconsume_times,
+            unit_mode: self.unit_mode,
+            batch: self.batch,
+            max_reconsume_times: self.max_reconsume_times,
+            rpc: RpcFields {
+                broker_name: self.broker_name.map(str::to_owned),
+                ..RpcFields::default()
+            },
+        }
+    }
+}
+
 command_header! {
     /// `SendMessageResponseHeader`. Java's broker also adds `MSG_REGION` and `TRACE_ON`
     /// to the same map (and the Java client needs a non-empty extFields on success).
@@ -232,6 +365,7 @@ command_header! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn java_sample() -> ExtFields {
         [
@@ -301,6 +435,84 @@ mod tests {
         );
         assert_eq!(
             SendMessageRequestHeader::decode_for_code(10, &empty),
+            Err(HeaderError::Missing {
+                field: "producerGroup"
+            })
+        );
+    }
+
+    /// Fields drawn from the V1 table (with `+rpc` keys), the V2 table, or both, then some
+    /// keys removed or replaced by junk, so missing and malformed fields are covered too.
+    fn sampled_send_fields(bytes: &[u8], tables: u8, drop_mask: u16, junk: u8) -> ExtFields {
+        use crate::header::testing::{sample_fields, SampleSource};
+        let mut src = SampleSource::new(bytes);
+        let mut fields = ExtFields::new();
+        if tables & 1 != 0 {
+            sample_fields(&mut src, SendMessageRequestHeader::FIELDS, &mut fields);
+            sample_fields(&mut src, RpcFields::FIELDS, &mut fields);
+        }
+        if tables & 2 != 0 {
+            sample_fields(&mut src, SendMessageRequestHeaderV2::FIELDS, &mut fields);
+        }
+        for (bit, (v1, v2)) in V1_KEYS.iter().zip(V2_KEYS.iter()).enumerate() {
+            if drop_mask & (1 << bit) != 0 {
+                fields.remove(v1);
+                fields.remove(v2);
+            }
+        }
+        if junk != 0 {
+            let key = V2_KEYS[usize::from(junk) % V2_KEYS.len()];
+            fields.insert(key, "x1");
+            fields.insert(V1_KEYS[usize::from(junk) % V1_KEYS.len()], "x1");
+        }
+        fields
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The borrowed decoder the broker runs gives what the owned typed header gives,
+        /// for every send code and either key set, errors included.
+        #[test]
+        fn borrowed_decode_equals_owned_decode(
+            bytes in prop::collection::vec(any::<u8>(), 0..256),
+            tables in 1u8..4,
+            code in prop::sample::select(vec![10, 310, 320, 324, 325]),
+            drop_mask in any::<u16>().prop_map(|m| if m % 4 == 0 { m } else { 0 }),
+            junk in any::<u8>().prop_map(|j| if j % 5 == 0 { j } else { 0 }),
+        ) {
+            let fields = sampled_send_fields(&bytes, tables, drop_mask, junk);
+            let borrowed = SendMessageHeaderRef::decode_for_code(code, &fields)
+                .map(|h| h.to_owned_header());
+            let owned = SendMessageRequestHeader::decode_for_code(code, &fields).map(|h| {
+                SendMessageRequestHeader {
+                    rpc: RpcFields { broker_name: h.rpc.broker_name.clone(), ..RpcFields::default() },
+                    ..h
+                }
+            });
+            prop_assert_eq!(borrowed, owned);
+            prop_assert!(crate::header::testing::check_borrowed(&fields).is_ok());
+        }
+    }
+
+    #[test]
+    fn borrowed_decode_reads_the_spec_capture_without_copies() {
+        let fields = java_sample();
+        let header = SendMessageHeaderRef::decode_for_code(310, &fields).unwrap();
+        assert_eq!(header.topic, "yyztest2");
+        assert_eq!(header.born_timestamp, 1_491_978_653_614);
+        assert!(!header.is_unit_mode());
+        assert!(!header.is_batch());
+        assert_eq!(header.reconsume_times_or_zero(), 0);
+        assert!(header.properties_or_empty().starts_with("TAGS\u{1}"));
+        // The strings point into the extFields' own text.
+        assert_eq!(header.topic.as_ptr(), fields.get("b").unwrap().as_ptr());
+        assert_eq!(
+            header.to_owned_header(),
+            SendMessageRequestHeader::decode_for_code(310, &fields).unwrap()
+        );
+        assert_eq!(
+            SendMessageHeaderRef::decode_for_code(10, &ExtFields::new()),
             Err(HeaderError::Missing {
                 field: "producerGroup"
             })

@@ -191,8 +191,10 @@ pub fn header_type_count() -> usize {
 
 /// Decodes `fields` as every header type; each one that decodes must re-encode to a map
 /// that decodes to the same value. Returns how many types decoded, or names the type
-/// whose round trip broke. This is the fuzz oracle for header decoding.
+/// whose round trip broke. This is the fuzz oracle for header decoding; it also holds the
+/// broker's borrowed send and pull decoders to the owned ones ([`check_borrowed`]).
 pub fn check_decoded(fields: &ExtFields) -> Result<usize, String> {
+    check_borrowed(fields)?;
     macro_rules! check {
         (() $($name:ident,)*) => {{
             let mut decoded = 0usize;
@@ -256,6 +258,59 @@ pub fn check_sampled(
         }};
     }
     every_header!(check!())
+}
+
+/// Whether a decode error names one of the `+rpc` keys, which the borrowed decoders do
+/// not read (the broker name aside, a plain string that cannot fail).
+fn is_rpc_error(error: &HeaderError) -> bool {
+    let field = match error {
+        HeaderError::Missing { field } | HeaderError::Malformed { field, .. } => field,
+    };
+    RpcFields::KEYS.contains(field)
+}
+
+/// Compares a borrowed decode with the owned one: equal values when the owned decode
+/// succeeds (the `+rpc` keys the borrowed header does not carry cleared), the same error
+/// when it fails on a key both read.
+fn compare_borrowed<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    borrowed: Result<T, HeaderError>,
+    owned: Result<T, HeaderError>,
+) -> Result<(), String> {
+    match (&borrowed, &owned) {
+        (Ok(b), Ok(o)) if b == o => Ok(()),
+        (_, Err(e)) if is_rpc_error(e) => Ok(()),
+        (Err(b), Err(o)) if b == o => Ok(()),
+        _ => Err(format!(
+            "{what}: borrowed decode {borrowed:?}, owned decode {owned:?}"
+        )),
+    }
+}
+
+/// The borrowed send and pull headers (the decoders the broker runs per request) decode
+/// `fields` exactly as the owned typed headers do, for a long-name code (10) and a
+/// one-letter one (310).
+pub fn check_borrowed(fields: &ExtFields) -> Result<(), String> {
+    for code in [10, 310] {
+        let borrowed =
+            SendMessageHeaderRef::decode_for_code(code, fields).map(|h| h.to_owned_header());
+        let owned = SendMessageRequestHeader::decode_for_code(code, fields).map(|h| {
+            SendMessageRequestHeader {
+                rpc: RpcFields {
+                    broker_name: h.rpc.broker_name.clone(),
+                    ..RpcFields::default()
+                },
+                ..h
+            }
+        });
+        compare_borrowed(&format!("send code {code}"), borrowed, owned)?;
+    }
+    let borrowed = PullMessageHeaderRef::decode(fields).map(|h| h.to_owned_header());
+    let owned = PullMessageRequestHeader::decode(fields).map(|h| PullMessageRequestHeader {
+        rpc: RpcFields::default(),
+        ..h
+    });
+    compare_borrowed("pull", borrowed, owned)
 }
 
 #[cfg(test)]
