@@ -363,6 +363,25 @@ pub(crate) fn applied_core_map(
     config: &BrokerConfig,
     tuning: &ServerTuning,
 ) -> Result<CoreMap, String> {
+    let (plan, applied) = plan_core_map(config, tuning)?;
+    if applied != plan {
+        tracing::info!(
+            "core map planned for {} cores; this process may use {}, so threads planned \
+             on absent cores run unpinned: planned {plan}",
+            plan.available,
+            applied.available
+        );
+    }
+    tracing::info!("{applied}");
+    Ok(applied)
+}
+
+/// The core map `config` asks for and the part of it this host can apply, without
+/// logging: the startup check (`config_check`) refuses what this would refuse.
+pub(crate) fn plan_core_map(
+    config: &BrokerConfig,
+    tuning: &ServerTuning,
+) -> Result<(CoreMap, CoreMap), String> {
     let real = ringmq_runtime::cores::available_cores();
     let mut keys: Vec<(&str, &str)> = config
         .extra
@@ -382,15 +401,7 @@ pub(crate) fn applied_core_map(
         plan.pinned.network = tuning.pin_network_cores;
     }
     let applied = plan.applicable(real);
-    if applied != plan {
-        tracing::info!(
-            "core map planned for {} cores; this process may use {real}, so threads planned \
-             on absent cores run unpinned: planned {plan}",
-            plan.available
-        );
-    }
-    tracing::info!("{applied}");
-    Ok(applied)
+    Ok((plan, applied))
 }
 
 /// Opens the store `config` describes with its stage threads placed as `cores` says.

@@ -273,15 +273,35 @@ pub fn up_broker_properties(
     broker_port: u16,
     metrics_port: u16,
 ) -> String {
-    format!(
+    let store_dir = data_dir.join("store");
+    let mut text = format!(
         "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
          listenPort={broker_port}\nnamesrvAddr=127.0.0.1:{namesrv_port}\n\
-         storePathRootDir={}\nautoCreateTopicEnable=true\nringmq.metricsPort={metrics_port}\n\
-         mappedFileSizeCommitLog={UP_COMMIT_LOG_SEGMENT_BYTES}\n\
-         mappedFileSizeConsumeQueue={UP_CONSUME_QUEUE_FILE_BYTES}\n\
-         maxHashSlotNum={UP_MAX_HASH_SLOT_NUM}\nmaxIndexNum={UP_MAX_INDEX_NUM}\n",
-        data_dir.join("store").display()
-    )
+         storePathRootDir={}\nautoCreateTopicEnable=true\nringmq.metricsPort={metrics_port}\n",
+        store_dir.display()
+    );
+    if uses_small_store_files(&store_dir) {
+        text.push_str(&format!(
+            "mappedFileSizeCommitLog={UP_COMMIT_LOG_SEGMENT_BYTES}\n\
+             mappedFileSizeConsumeQueue={UP_CONSUME_QUEUE_FILE_BYTES}\n\
+             maxHashSlotNum={UP_MAX_HASH_SLOT_NUM}\nmaxIndexNum={UP_MAX_INDEX_NUM}\n"
+        ));
+    }
+    text
+}
+
+/// Whether `up` runs its store with the small file sizes: yes for a new store, and for
+/// one whose CommitLog segments have `up`'s size; no for a store made with the
+/// production sizes (by an earlier `up`, or copied from a broker), whose existing
+/// CommitLog, ConsumeQueue and index files the store would otherwise refuse to open.
+fn uses_small_store_files(store_dir: &Path) -> bool {
+    let first_segment = std::fs::read_dir(store_dir.join("commitlog"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .find(|meta| meta.is_file());
+    first_segment.is_none_or(|meta| meta.len() == UP_COMMIT_LOG_SEGMENT_BYTES)
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, String> {
@@ -369,5 +389,32 @@ mod tests {
         let (plain, _) = BrokerConfig::from_properties_text("brokerName=b\n");
         let sc = ringmq_broker::disk_store::store_config(&plain).unwrap();
         assert_eq!(sc.mapped_file_size_commit_log, 1024 * 1024 * 1024);
+    }
+
+    /// A data directory whose store was made with the production sizes (an earlier `up`)
+    /// keeps them, so the store opens its existing files; one made by `up` with the small
+    /// sizes keeps the small ones.
+    #[test]
+    fn up_keeps_the_file_sizes_of_an_existing_store() {
+        let data = std::env::temp_dir().join(format!("ringmq-up-sizes-{}", std::process::id()));
+        let commitlog = data.join("store/commitlog");
+        std::fs::create_dir_all(&commitlog).unwrap();
+        let segment = std::fs::File::create(commitlog.join("00000000000000000000")).unwrap();
+        segment.set_len(1024 * 1024 * 1024).unwrap();
+        let sizes = |text: &str| {
+            let (config, _) = BrokerConfig::from_properties_text(text);
+            let sc = ringmq_broker::disk_store::store_config(&config).unwrap();
+            (sc.mapped_file_size_commit_log, sc.max_hash_slot_num)
+        };
+        let text = up_broker_properties(&data, 9876, 10911, 0);
+        assert_eq!(sizes(&text).0, 1024 * 1024 * 1024, "{text}");
+        assert_ne!(sizes(&text).1, UP_MAX_HASH_SLOT_NUM, "{text}");
+        segment.set_len(UP_COMMIT_LOG_SEGMENT_BYTES).unwrap();
+        let text = up_broker_properties(&data, 9876, 10911, 0);
+        assert_eq!(
+            sizes(&text),
+            (UP_COMMIT_LOG_SEGMENT_BYTES, UP_MAX_HASH_SLOT_NUM)
+        );
+        let _ = std::fs::remove_dir_all(&data);
     }
 }

@@ -366,21 +366,30 @@ impl AppendStage {
     /// they are published first: otherwise the stage would wait for room that only its own
     /// publication can free, and every put would hang. Publishing early only makes those
     /// records readable before their puts are acknowledged, as between any two batches.
+    ///
+    /// The wait is for all `len` bytes about to be written (a put is at most a ring less a
+    /// page, `check_put_size`, so the room always comes once everything is published):
+    /// waiting for less would let the write overwrite ring bytes not yet in the file.
     fn wait_ring_room_in_batch(&mut self, len: u64) {
         let Some(ring) = &self.ring else { return };
-        let end = self.wrote + len.min(ring.size() / 2);
+        let end = self.wrote + len;
         if end > ring.room_end() && self.wrote > self.shared.log.max_offset() {
             self.publish(self.last_store_timestamp_ms);
         }
-        self.wait_ring_room(len);
+        self.wait_ring_room_to(end);
     }
 
-    /// Waits (direct mode) until the write ring has room for `len` more bytes (at most
-    /// half the ring is asked for at once: a batch larger than that waits again per put).
-    /// The flusher frees room as its writes complete and unparks this thread.
+    /// Waits (direct mode) before a batch until the write ring has room for its `len`
+    /// bytes, at most half the ring: a larger batch waits again per put.
     fn wait_ring_room(&self, len: u64) {
         let Some(ring) = &self.ring else { return };
-        let end = self.wrote + len.min(ring.size() / 2);
+        self.wait_ring_room_to(self.wrote + len.min(ring.size() / 2));
+    }
+
+    /// Waits (direct mode) until global offset `end` may be written; the flusher frees
+    /// room as its writes complete and unparks this thread.
+    fn wait_ring_room_to(&self, end: u64) {
+        let Some(ring) = &self.ring else { return };
         let waited = ring.wait_room(end, || ring.wake_flusher());
         if waited {
             self.shared

@@ -91,6 +91,8 @@ fn updates_the_broker_could_not_start_with_are_refused_and_not_saved() {
             INVALID_PARAMETER,
             "ringmq.metricsPort",
         ),
+        // A stage core this host does not have: the core map refuses it at start.
+        ("ringmq.cores.reput=99", INVALID_PARAMETER, "99"),
         ("deleteWhen=03\nlistenPort=1", NO_PERMISSION, "listenPort"),
         (
             "storePathRootDir=/elsewhere",

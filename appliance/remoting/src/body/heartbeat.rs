@@ -309,10 +309,12 @@ impl ConsumerData {
         if obj.as_object().is_none() {
             return Err(BodyError::field(path, "a ConsumerData object"));
         }
+        // An entry without its key names nothing to register: skipped, as the Java broker's
+        // tables would never match it, rather than refusing the client's whole heartbeat.
         let subs = opt_array(obj, "subscriptionDataSet", path)?
             .iter()
             .enumerate()
-            .filter(|(_, v)| !v.is_null())
+            .filter(|(_, v)| has_key(v, "topic"))
             .map(|(i, v)| {
                 SubscriptionData::from_json(v, &format!("{path}.subscriptionDataSet[{i}]"))
             })
@@ -371,7 +373,7 @@ impl HeartbeatData {
         let producers = opt_array(&root, "producerDataSet", "")?
             .iter()
             .enumerate()
-            .filter(|(_, v)| !v.is_null())
+            .filter(|(_, v)| has_key(v, "groupName"))
             .map(|(i, v)| {
                 read::string(v, "groupName", &format!("producerDataSet[{i}]"))
                     .map(|group_name| ProducerData { group_name })
@@ -380,7 +382,7 @@ impl HeartbeatData {
         let consumers = opt_array(&root, "consumerDataSet", "")?
             .iter()
             .enumerate()
-            .filter(|(_, v)| !v.is_null())
+            .filter(|(_, v)| has_key(v, "groupName"))
             .map(|(i, v)| ConsumerData::from_json(v, &format!("consumerDataSet[{i}]")))
             .collect::<Result<_, _>>()?;
         // Java's getter is `isWithoutSub`, so fastjson writes `withoutSub`; accept the
@@ -432,6 +434,12 @@ impl HeartbeatData {
     pub fn encode(&self) -> String {
         self.to_json_value().to_json()
     }
+}
+
+/// Whether a heartbeat entry is an object carrying `key` (null entries and entries
+/// without their group or topic are skipped, not refused).
+fn has_key(entry: &Value, key: &str) -> bool {
+    !entry.is_null() && (entry.as_object().is_none() || entry.get_present(key).is_some())
 }
 
 #[cfg(test)]
@@ -502,6 +510,21 @@ mod tests {
         assert!(c.subscription_data_set[1].tags_set.is_empty());
     }
 
+    /// Entries that name no group (or no topic) are skipped and the rest of the heartbeat
+    /// registers, as the broker did before it decoded heartbeats with this type.
+    #[test]
+    fn entries_without_group_or_topic_are_skipped_not_refused() {
+        let hb = r#"{"clientID":"c@1","producerDataSet":[{"x":1},{"groupName":"P"}],"consumerDataSet":[{"consumeType":"CONSUME_PASSIVELY"},{"groupName":"G","subscriptionDataSet":[{"subString":"*"},{"topic":"T","subString":"*"}]}]}"#;
+        let hb = HeartbeatData::decode(hb.as_bytes()).unwrap();
+        assert_eq!(hb.producer_data_set.len(), 1);
+        assert_eq!(hb.producer_data_set[0].group_name, "P");
+        assert_eq!(hb.consumer_data_set.len(), 1);
+        let c = &hb.consumer_data_set[0];
+        assert_eq!(c.group_name, "G");
+        assert_eq!(c.subscription_data_set.len(), 1);
+        assert_eq!(c.subscription_data_set[0].topic, "T");
+    }
+
     #[test]
     fn go_shape_string_code_set_and_recomputed_hash() {
         // Go hashes UTF-8 bytes: for "é" it would send a different code than Java.
@@ -553,7 +576,7 @@ mod tests {
     fn errors_name_the_field() {
         let e = HeartbeatData::decode(br#"{"producerDataSet":[]}"#).unwrap_err();
         assert_eq!(e, BodyError::field("clientID", "a string"));
-        let e = HeartbeatData::decode(br#"{"clientID":"c","consumerDataSet":[{"groupName":"G","subscriptionDataSet":[{"subString":"*"}]}]}"#).unwrap_err();
+        let e = HeartbeatData::decode(br#"{"clientID":"c","consumerDataSet":[{"groupName":"G","subscriptionDataSet":[{"topic":[],"subString":"*"}]}]}"#).unwrap_err();
         assert_eq!(
             e,
             BodyError::field(

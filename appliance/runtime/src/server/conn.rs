@@ -775,6 +775,9 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
                     conn.close(&format!("read failed: {e}"));
                     return;
                 }
+                // What the pause holds: frames already split off are not partial bytes,
+                // and what the disarm delivered is.
+                conn.set_partial_bytes(partial_frame_bytes(&rbuf));
                 conn.reader_signal.wait().await;
                 continue;
             }
