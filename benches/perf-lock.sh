@@ -166,7 +166,7 @@ BENCH_JSON=$(grep '^{' "$OUT/bench.txt" | tail -1 || true)
     echo
     echo "- host: $(nproc) CPUs, kernel $(uname -r); hardware counters: $HW"
     echo "- load: ringmq bench producer -s $SIZE_BYTES -w $CONCURRENCY -c $CONNECTIONS --threads $THREADS --send-mode $SEND_MODE for ${DURATION_S}s (client on the same host)"
-    echo "- broker: ringmq up (mmap, ASYNC_FLUSH defaults), data dir $DATA ($(df -T "$DATA" 2>/dev/null | awk 'NR==2{print $2}'))"
+    echo "- broker: ringmq up (mmap, ASYNC_FLUSH defaults), a temporary data directory ($(df -T "$DATA" 2>/dev/null | awk 'NR==2{print $2}'))"
     echo "- broker log: $(grep -c WARN "$OUT/broker.log" || true) WARN lines, $(grep -c ERROR "$OUT/broker.log" || true) ERROR lines"
     echo
     echo "## Client figures"

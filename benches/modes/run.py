@@ -705,8 +705,33 @@ def meta(args, s):
     return m
 
 
+def scrub_repo_paths(out):
+    """Rewrites the repository's absolute path as "./" in every text file of `out` (the
+    broker logs name their store directories), so saved results read the same on any
+    machine."""
+    prefix = REPO.rstrip("/") + "/"
+    for root, _, files in os.walk(out):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except (UnicodeDecodeError, OSError):
+                continue
+            if prefix in text:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text.replace(prefix, "./"))
+
+
 def write_outputs(result, out, kind="modes"):
     os.makedirs(out, exist_ok=True)
+    try:
+        return _write_outputs(result, out, kind)
+    finally:
+        scrub_repo_paths(out)
+
+
+def _write_outputs(result, out, kind):
     if kind == "compare":
         with open(os.path.join(out, "compare.json"), "w") as f:
             json.dump(result, f, indent=1)

@@ -378,6 +378,21 @@ class HarnessTests(unittest.TestCase):
         self.assertIsNone(run.replace_readme_block("no markers", "x", "y"))
 
 
+class ScrubTests(unittest.TestCase):
+    def test_saved_results_name_no_absolute_repo_path(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as out:
+            os.makedirs(os.path.join(out, "logs"))
+            log = os.path.join(out, "logs", "b.log")
+            with open(log, "w") as f:
+                f.write("store recovered root=%s/target/modes-bench/cell-x/store\n" % run.REPO)
+            with open(os.path.join(out, "blob.bin"), "wb") as f:
+                f.write(b"\xff\xfe" + run.REPO.encode())
+            run.scrub_repo_paths(out)
+            with open(log) as f:
+                self.assertEqual(f.read(), "store recovered root=./target/modes-bench/cell-x/store\n")
+
+
 class RemotingTests(unittest.TestCase):
     def test_request_frame(self):
         frame = remoting.encode_request(28, 7, {"a": "b"}, b"xy")
