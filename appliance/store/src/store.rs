@@ -274,17 +274,7 @@ impl MessageStore {
 mod tests {
     use super::*;
     use crate::shared::FLAG_LOGIC_QUEUE_ERROR;
-
-    fn small_config(dir: &std::path::Path) -> StoreConfig {
-        StoreConfig {
-            store_path_root_dir: dir.to_path_buf(),
-            mapped_file_size_commit_log: 64 * 1024,
-            mapped_file_size_consume_queue_units: 32,
-            max_hash_slot_num: 64,
-            max_index_num: 256,
-            ..StoreConfig::default()
-        }
-    }
+    use crate::test_util::small_config;
 
     fn put_one(store: &MessageStore, key: &str) -> PutResult {
         let props = format!("KEYS\u{1}{key}\u{2}");

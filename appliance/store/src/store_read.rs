@@ -450,20 +450,10 @@ fn batch_full(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::small_config;
     use crate::types::{AcceptAll, PutMessageStatus, PutRequest, PutResult};
     use crate::{StoreConfig, WriteMode};
     use std::time::{Duration, Instant};
-
-    fn small_config(dir: &std::path::Path) -> StoreConfig {
-        StoreConfig {
-            store_path_root_dir: dir.to_path_buf(),
-            mapped_file_size_commit_log: 64 * 1024,
-            mapped_file_size_consume_queue_units: 32,
-            max_hash_slot_num: 64,
-            max_index_num: 256,
-            ..StoreConfig::default()
-        }
-    }
 
     /// Puts `count` records of 1-3 bodies' worth of bytes to topic FS queue 0.
     fn put_records(store: &MessageStore, count: usize) -> Vec<PutResult> {

@@ -1,4 +1,5 @@
-//! Test helpers: unique scratch directories under the system temp dir.
+//! Test helpers: unique scratch directories under the system temp dir, and a store
+//! configuration with small files.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,4 +34,17 @@ pub fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&p);
     std::fs::create_dir_all(&p).expect("create test dir");
     p
+}
+
+/// A store in `dir` with 64 KiB CommitLog segments, 32-unit ConsumeQueue files and a small
+/// index, so tests roll files over with little data.
+pub fn small_config(dir: &Path) -> crate::StoreConfig {
+    crate::StoreConfig {
+        store_path_root_dir: dir.to_path_buf(),
+        mapped_file_size_commit_log: 64 * 1024,
+        mapped_file_size_consume_queue_units: 32,
+        max_hash_slot_num: 64,
+        max_index_num: 256,
+        ..crate::StoreConfig::default()
+    }
 }

@@ -75,6 +75,26 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Runs the child half `test_name` and fails unless it succeeds.
+fn run_child_scenario(test_name: &str) {
+    let mut child = ChildGuard(spawn_child(test_name, &[], false));
+    let status = child.0.wait().expect("wait for child");
+    assert!(
+        status.success(),
+        "child scenario {test_name} failed: {status}"
+    );
+}
+
+/// In the child process of `role`: starts its watchdog and returns true; in any other
+/// process (the ignored test run directly) returns false.
+fn enter_child(role: &str) -> bool {
+    if !is_child(role) {
+        return false;
+    }
+    watchdog();
+    true
+}
+
 fn watchdog() {
     std::thread::spawn(|| {
         std::thread::sleep(CHILD_LIMIT);
@@ -150,18 +170,15 @@ fn announcing_prefix(frame_bytes: usize) -> Vec<u8> {
 /// the 16 GiB announced), and RSS falls back once they close.
 #[test]
 fn announced_16mib_frames_on_1000_connections_hold_little_memory() {
-    let mut child = ChildGuard(spawn_child("child_announced_frames", &[], false));
-    let status = child.0.wait().expect("wait for child");
-    assert!(status.success(), "child scenario failed: {status}");
+    run_child_scenario("child_announced_frames");
 }
 
 #[test]
 #[ignore = "run by announced_16mib_frames_on_1000_connections_hold_little_memory"]
 fn child_announced_frames() {
-    if !is_child("child_announced_frames") {
+    if !enter_child("child_announced_frames") {
         return;
     }
-    watchdog();
     const CONNS: usize = 1_000;
     set_nofile_soft(4 * CONNS as u64);
     let server = Server::start_with(
@@ -228,18 +245,15 @@ fn child_announced_frames() {
 /// 32 MiB of its start instead of keeping the 128 MiB peak.
 #[test]
 fn memory_of_large_frames_is_returned_after_the_burst() {
-    let mut child = ChildGuard(spawn_child("child_large_frame_burst", &[], false));
-    let status = child.0.wait().expect("wait for child");
-    assert!(status.success(), "child scenario failed: {status}");
+    run_child_scenario("child_large_frame_burst");
 }
 
 #[test]
 #[ignore = "run by memory_of_large_frames_is_returned_after_the_burst"]
 fn child_large_frame_burst() {
-    if !is_child("child_large_frame_burst") {
+    if !enter_child("child_large_frame_burst") {
         return;
     }
-    watchdog();
     const CONNS: usize = 32;
     const FRAME_BODY_BYTES: usize = 4 * MIB;
     let server = Server::start_with(
@@ -531,10 +545,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for WarnCounter {
 #[test]
 #[ignore = "run by the descriptor-limit tests"]
 fn child_fd_server() {
-    if !is_child("child_fd_server") {
+    if !enter_child("child_fd_server") {
         return;
     }
-    watchdog();
     use tracing_subscriber::layer::SubscriberExt;
     let warns = Arc::new(AtomicUsize::new(0));
     let subscriber = tracing_subscriber::registry()
