@@ -200,6 +200,18 @@ impl Cluster {
         c
     }
 
+    /// Blocks until the name server serves the TBW102 template route, i.e. the broker's
+    /// first registration arrived: a listening broker port says nothing about that, and a
+    /// producer that looks its topic up before it fails with TOPIC_NOT_EXIST, as in Java.
+    fn wait_registered(&self) {
+        if let Err(e) = eventually(30, || ok(&self.admin(&["topicRoute", "-t", "TBW102"]))) {
+            panic!(
+                "the broker never registered with the name server: {e}\n{}",
+                self.log("broker.log")
+            );
+        }
+    }
+
     fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
     }

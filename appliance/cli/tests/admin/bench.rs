@@ -45,6 +45,7 @@ fn bench(cluster: &Cluster, mode: &str, extra: &[&str]) -> Output {
 #[test]
 fn bench_modes_run_against_a_live_cluster() {
     let cluster = Cluster::start();
+    cluster.wait_registered();
     let out = bench(&cluster, "producer", &[]);
     assert_eq!(out.code, 0, "{}", out.describe());
     let produced = summary(&out);
