@@ -17,7 +17,7 @@ use ringmq_runtime::server::{
 };
 use ringmq_store::{MessageStore, StoreApi};
 
-use crate::config::BrokerConfig;
+use crate::config::{net_tuning, plan_core_map, BrokerConfig};
 use crate::context::BrokerContext;
 use crate::metadata::consumer_offset::ConsumerOffsetManager;
 use crate::metadata::delay_offset::DelayOffsetManager;
@@ -87,186 +87,40 @@ impl Broker {
         mut config: BrokerConfig,
         store: Option<Arc<dyn StoreApi>>,
     ) -> Result<Broker, BrokerError> {
-        // The same rules UPDATE_BROKER_CONFIG applies before it saves an update.
-        let scope = crate::config_check::CheckScope {
-            held_metrics_addr: None,
-            store_files: store.is_none(),
-        };
-        crate::config_check::check_startable(&config, scope).map_err(BrokerError::Config)?;
-        std::fs::create_dir_all(config.config_dir()).map_err(|e| {
-            BrokerError::Metadata(format!(
-                "cannot create {}: {e}",
-                config.config_dir().display()
-            ))
-        })?;
-        let bind_ip: IpAddr = config.bind_address.parse().map_err(|_| {
-            BrokerError::Config(format!(
-                "bindAddress {:?} is not an IP address",
-                config.bind_address
-            ))
-        })?;
-        crate::config_check::network_cores(&config).map_err(BrokerError::Config)?;
-        let mut tuning = net_tuning(&config).map_err(BrokerError::Config)?;
-        let core_map = applied_core_map(&config, &tuning).map_err(BrokerError::Config)?;
-        tuning.pin_network_cores = core_map.pinned.network;
-
+        let (bind_ip, tuning, core_map) = startup_settings(&config, store.is_none())?;
         // The handler exists before the context so the listener can be bound first and the
         // real port (listenPort=0 in tests) written into STOREHOST and the registration.
         let slot: Arc<OnceLock<Arc<BrokerContext>>> = Arc::new(OnceLock::new());
         let handler: Arc<dyn RequestHandler> = Arc::new(BrokerHandler { ctx: slot.clone() });
-        let configured_port = config.listen_port;
-        let main_addr = SocketAddr::new(bind_ip, configured_port);
-        let server_config = |addr: SocketAddr, name: &str| {
-            let mut sc = ServerConfig::new(addr, name);
-            sc.network_cores = core_map.network.clone();
-            sc.idle_timeout_ms = config.channel_expired_timeout_ms;
-            sc
-        };
-        let main = Server::start_with(
-            server_config(main_addr, "broker"),
-            tuning.clone(),
-            handler.clone(),
-        )
-        .map_err(|source| BrokerError::Listen {
-            addr: main_addr,
-            source,
-        })?;
-        let local_addr = main.local_addr();
+        let servers = start_listeners(&config, bind_ip, &tuning, &core_map, handler)?;
+        let local_addr = servers[0].local_addr();
         config.listen_port = local_addr.port();
-        let mut servers = vec![main];
-        if configured_port > 2 {
-            let vip_addr = SocketAddr::new(bind_ip, configured_port - 2);
-            match Server::start_with(
-                server_config(vip_addr, "broker-vip"),
-                tuning.clone(),
-                handler.clone(),
-            ) {
-                Ok(vip) => servers.push(vip),
-                Err(source) => {
-                    for s in servers {
-                        s.shutdown();
-                    }
-                    return Err(BrokerError::Listen {
-                        addr: vip_addr,
-                        source,
-                    });
-                }
-            }
-        }
-
-        let loaded = (|| -> Result<_, String> {
-            Ok((
-                TopicConfigManager::load(&config)?,
-                SubscriptionGroupManager::load(&config)?,
-                ConsumerOffsetManager::load(&config.config_dir())?,
-                DelayOffsetManager::load(&config.config_dir())?,
-            ))
-        })();
-        let (topics, groups, offsets, delay_offsets) = match loaded {
-            Ok(m) => m,
+        let opened = match open_state(&config, store, &core_map) {
+            Ok(o) => o,
             Err(e) => {
-                for s in servers {
-                    s.shutdown();
-                }
-                return Err(BrokerError::Metadata(e));
+                shutdown_servers(servers);
+                return Err(e);
             }
         };
-        let metrics_bind = match crate::metrics::endpoint_addr(&config) {
-            Ok(a) => a,
-            Err(e) => {
-                for s in servers {
-                    s.shutdown();
-                }
-                return Err(BrokerError::Config(e));
-            }
-        };
-        let mut disk: Option<Arc<MessageStore>> = None;
-        let store = match store {
-            Some(s) => s,
-            None => match open_disk_store(&config, &core_map) {
-                Ok(s) => {
-                    let s = Arc::new(s);
-                    disk = Some(s.clone());
-                    s as Arc<dyn StoreApi>
-                }
-                Err(e) => {
-                    for s in servers {
-                        s.shutdown();
-                    }
-                    return Err(BrokerError::Store(e));
-                }
-            },
-        };
-        let ctx = BrokerContext::new(config, topics, groups, offsets, delay_offsets, store);
-        let store_for_hold = ctx.store.clone();
-        ctx.hold.start(Box::new(move |topic, queue_id| {
-            store_for_hold.max_offset_in_queue(topic, queue_id)
-        }));
-        if let Some(d) = disk {
-            ctx.metrics.set_store_probe(Box::new(move || d.metrics()));
-        }
+        let (topics, groups, offsets, delay_offsets) = opened.managers;
+        let ctx = BrokerContext::new(config, topics, groups, offsets, delay_offsets, opened.store);
+        attach_cores_to_store(&ctx, &servers);
+        ctx.hold
+            .attach_cores(servers.iter().flat_map(Server::core_handles));
         let servers = Arc::new(Mutex::new(servers));
-        let for_probe = servers.clone();
-        ctx.metrics.set_core_probe(Box::new(move || {
-            let servers = for_probe.lock_unpoisoned();
-            servers
-                .iter()
-                .enumerate()
-                .flat_map(|(i, s)| {
-                    let name = if i == 0 { "broker" } else { "broker-vip" };
-                    s.stats()
-                        .into_iter()
-                        .map(move |stats| crate::metrics::ServerCoreStats {
-                            server: name.to_string(),
-                            stats,
-                        })
-                })
-                .collect()
-        }));
+        install_metrics_probes(&ctx, opened.disk, &servers);
         let _ = slot.set(ctx.clone());
-        let (render_ctx, tick_ctx) = (ctx.clone(), ctx.clone());
-        let metrics = match crate::metrics::http::MetricsHttp::start(
-            metrics_bind,
-            Box::new(move || crate::metrics::render_exposition(&render_ctx)),
-            Box::new(move || tick_ctx.metrics.sample()),
-        ) {
+        let metrics = match start_metrics_endpoint(&ctx, opened.metrics_bind) {
             Ok(m) => Some(m),
             Err(source) => {
-                let addr = metrics_bind.unwrap_or(SocketAddr::new(bind_ip, 0));
+                let addr = opened.metrics_bind.unwrap_or(SocketAddr::new(bind_ip, 0));
                 ctx.hold.stop();
-                let servers = std::mem::take(&mut *servers.lock_unpoisoned());
-                for s in servers {
-                    s.shutdown();
-                }
+                shutdown_servers(std::mem::take(&mut *servers.lock_unpoisoned()));
                 ctx.store.shutdown();
                 return Err(BrokerError::Listen { addr, source });
             }
         };
-
-        let schedule = if ctx.config.is_master() {
-            let svc = ScheduleMessageService::new(ctx.clone());
-            match svc.start() {
-                Ok(()) => Some(svc),
-                Err(e) => {
-                    tracing::error!("delay-level delivery not started: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let transaction_check = if ctx.config.is_master() {
-            let svc = crate::transaction::TransactionalMessageCheckService::new(ctx.clone());
-            match svc.start() {
-                Ok(()) => Some(svc),
-                Err(e) => {
-                    tracing::error!("transaction check-back not started: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let (schedule, transaction_check) = start_master_services(&ctx);
         let registrar = Registrar::start(ctx.clone());
         let trigger = registrar.trigger();
         ctx.topics.set_on_change(Box::new(trigger));
@@ -336,6 +190,221 @@ impl Broker {
     }
 }
 
+/// The metadata managers loaded from `config/*.json`.
+type Managers = (
+    TopicConfigManager,
+    SubscriptionGroupManager,
+    ConsumerOffsetManager,
+    DelayOffsetManager,
+);
+
+/// What the broker opens once it listens: metadata, the metrics address and the store.
+struct OpenedState {
+    managers: Managers,
+    metrics_bind: Option<SocketAddr>,
+    store: Arc<dyn StoreApi>,
+    /// The disk store when the broker opened it itself (its metrics feed the stage profile).
+    disk: Option<Arc<MessageStore>>,
+}
+
+/// Checks `config` as UPDATE_BROKER_CONFIG does before it saves an update, creates the
+/// metadata directory, and works out the bind address, the server tuning and the core map.
+fn startup_settings(
+    config: &BrokerConfig,
+    store_files: bool,
+) -> Result<(IpAddr, ServerTuning, CoreMap), BrokerError> {
+    let scope = crate::config_check::CheckScope {
+        held_metrics_addr: None,
+        store_files,
+    };
+    crate::config_check::check_startable(config, scope).map_err(BrokerError::Config)?;
+    std::fs::create_dir_all(config.config_dir()).map_err(|e| {
+        BrokerError::Metadata(format!(
+            "cannot create {}: {e}",
+            config.config_dir().display()
+        ))
+    })?;
+    let bind_ip: IpAddr = config.bind_address.parse().map_err(|_| {
+        BrokerError::Config(format!(
+            "bindAddress {:?} is not an IP address",
+            config.bind_address
+        ))
+    })?;
+    crate::config_check::network_cores(config).map_err(BrokerError::Config)?;
+    let mut tuning = net_tuning(config).map_err(BrokerError::Config)?;
+    let core_map = applied_core_map(config, &tuning).map_err(BrokerError::Config)?;
+    tuning.pin_network_cores = core_map.pinned.network;
+    Ok((bind_ip, tuning, core_map))
+}
+
+/// Binds the main listener (`listenPort`, first in the result) and, when `listenPort > 2`,
+/// the VIP listener (`listenPort - 2`); nothing stays bound when either fails.
+fn start_listeners(
+    config: &BrokerConfig,
+    bind_ip: IpAddr,
+    tuning: &ServerTuning,
+    core_map: &CoreMap,
+    handler: Arc<dyn RequestHandler>,
+) -> Result<Vec<Server>, BrokerError> {
+    let configured_port = config.listen_port;
+    let server_config = |addr: SocketAddr, name: &str| {
+        let mut sc = ServerConfig::new(addr, name);
+        sc.network_cores = core_map.network.clone();
+        sc.idle_timeout_ms = config.channel_expired_timeout_ms;
+        sc
+    };
+    let main_addr = SocketAddr::new(bind_ip, configured_port);
+    let main = Server::start_with(
+        server_config(main_addr, "broker"),
+        tuning.clone(),
+        handler.clone(),
+    )
+    .map_err(|source| BrokerError::Listen {
+        addr: main_addr,
+        source,
+    })?;
+    let mut servers = vec![main];
+    if configured_port > 2 {
+        let vip_addr = SocketAddr::new(bind_ip, configured_port - 2);
+        match Server::start_with(
+            server_config(vip_addr, "broker-vip"),
+            tuning.clone(),
+            handler,
+        ) {
+            Ok(vip) => servers.push(vip),
+            Err(source) => {
+                shutdown_servers(servers);
+                return Err(BrokerError::Listen {
+                    addr: vip_addr,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(servers)
+}
+
+fn shutdown_servers(servers: Vec<Server>) {
+    for s in servers {
+        s.shutdown();
+    }
+}
+
+/// Loads the metadata managers, reads the metrics address and opens the store (`store`
+/// when given, else the disk store `config` describes), in that order.
+fn open_state(
+    config: &BrokerConfig,
+    store: Option<Arc<dyn StoreApi>>,
+    core_map: &CoreMap,
+) -> Result<OpenedState, BrokerError> {
+    let managers = load_managers(config).map_err(BrokerError::Metadata)?;
+    let metrics_bind = crate::metrics::endpoint_addr(config).map_err(BrokerError::Config)?;
+    let (store, disk) = match store {
+        Some(s) => (s, None),
+        None => {
+            let disk = Arc::new(open_disk_store(config, core_map).map_err(BrokerError::Store)?);
+            (disk.clone() as Arc<dyn StoreApi>, Some(disk))
+        }
+    };
+    Ok(OpenedState {
+        managers,
+        metrics_bind,
+        store,
+        disk,
+    })
+}
+
+fn load_managers(config: &BrokerConfig) -> Result<Managers, String> {
+    Ok((
+        TopicConfigManager::load(config)?,
+        SubscriptionGroupManager::load(config)?,
+        ConsumerOffsetManager::load(&config.config_dir())?,
+        DelayOffsetManager::load(&config.config_dir())?,
+    ))
+}
+
+/// Lets the metrics read the disk store's counters (when the broker opened it) and the
+/// servers' per-core counters (the main listener as `broker`, the VIP one as `broker-vip`).
+fn install_metrics_probes(
+    ctx: &BrokerContext,
+    disk: Option<Arc<MessageStore>>,
+    servers: &Arc<Mutex<Vec<Server>>>,
+) {
+    if let Some(d) = disk {
+        ctx.metrics.set_store_probe(Box::new(move || d.metrics()));
+    }
+    let for_probe = servers.clone();
+    ctx.metrics.set_core_probe(Box::new(move || {
+        let servers = for_probe.lock_unpoisoned();
+        servers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                let name = if i == 0 { "broker" } else { "broker-vip" };
+                s.stats()
+                    .into_iter()
+                    .map(move |stats| crate::metrics::ServerCoreStats {
+                        server: name.to_string(),
+                        stats,
+                    })
+            })
+            .collect()
+    }));
+}
+
+/// The `/metrics` endpoint (when `metrics_bind` names one) and the once-a-second sampler.
+fn start_metrics_endpoint(
+    ctx: &Arc<BrokerContext>,
+    metrics_bind: Option<SocketAddr>,
+) -> std::io::Result<crate::metrics::http::MetricsHttp> {
+    let (render_ctx, tick_ctx) = (ctx.clone(), ctx.clone());
+    crate::metrics::http::MetricsHttp::start(
+        metrics_bind,
+        Box::new(move || render_metrics_page(&render_ctx)),
+        Box::new(move || tick_ctx.metrics.sample()),
+    )
+}
+
+/// Delay-level delivery and transaction check-back, which only a master runs. A service that
+/// cannot start is logged and left out; the broker runs without it.
+fn start_master_services(
+    ctx: &Arc<BrokerContext>,
+) -> (
+    Option<ScheduleMessageService>,
+    Option<crate::transaction::TransactionalMessageCheckService>,
+) {
+    if !ctx.config.is_master() {
+        return (None, None);
+    }
+    let schedule = ScheduleMessageService::new(ctx.clone());
+    let schedule = match schedule.start() {
+        Ok(()) => Some(schedule),
+        Err(e) => {
+            tracing::error!("delay-level delivery not started: {e}");
+            None
+        }
+    };
+    let check = crate::transaction::TransactionalMessageCheckService::new(ctx.clone());
+    let check = match check.start() {
+        Ok(()) => Some(check),
+        Err(e) => {
+            tracing::error!("transaction check-back not started: {e}");
+            None
+        }
+    };
+    (schedule, check)
+}
+
+/// The `/metrics` page: the broker's counters plus the gauges read from the managers now.
+fn render_metrics_page(ctx: &BrokerContext) -> String {
+    let gauges = crate::metrics::BrokerGauges {
+        permission: ctx.live.broker_permission(),
+        topics: ctx.topics.topic_names().len() as u64,
+        consumer_groups: ctx.groups.wrapper().subscription_group_table.len() as u64,
+    };
+    ctx.metrics.render(&gauges)
+}
+
 fn persist_all(ctx: &BrokerContext) {
     if let Err(e) = ctx.offsets.persist() {
         tracing::error!("cannot persist consumerOffset.json: {e}");
@@ -374,34 +443,6 @@ pub(crate) fn applied_core_map(
     }
     tracing::info!("{applied}");
     Ok(applied)
-}
-
-/// The core map `config` asks for and the part of it this host can apply, without
-/// logging: the startup check (`config_check`) refuses what this would refuse.
-pub(crate) fn plan_core_map(
-    config: &BrokerConfig,
-    tuning: &ServerTuning,
-) -> Result<(CoreMap, CoreMap), String> {
-    let real = ringmq_runtime::cores::available_cores();
-    let mut keys: Vec<(&str, &str)> = config
-        .extra
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    if !config.ringmq_network_cores.trim().is_empty() {
-        keys.push(("ringmq.cores.network", config.ringmq_network_cores.as_str()));
-    }
-    let mut plan = CoreMap::from_properties(keys, real).map_err(|e| e.to_string())?;
-    let pin_key = ringmq_runtime::server::PIN_NETWORK_CORES_KEY;
-    if config
-        .extra
-        .get(pin_key)
-        .is_some_and(|v| v.trim() != "auto")
-    {
-        plan.pinned.network = tuning.pin_network_cores;
-    }
-    let applied = plan.applicable(real);
-    Ok((plan, applied))
 }
 
 /// Opens the store `config` describes with its stage threads placed as `cores` says.
@@ -451,16 +492,6 @@ fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<(
     (stop, handle)
 }
 
-/// The Remoting server tuning: defaults plus the `ringmq.net.*` keys (receive and listen
-/// mode), which `BrokerConfig` keeps in `extra`.
-pub(crate) fn net_tuning(config: &BrokerConfig) -> Result<ServerTuning, String> {
-    let mut tuning = ServerTuning::default();
-    tuning
-        .apply_net_properties(config.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(|e| e.to_string())?;
-    Ok(tuning)
-}
-
 /// The runtime-facing handler: hands requests to the context once it exists.
 struct BrokerHandler {
     ctx: Arc<OnceLock<Arc<BrokerContext>>>,
@@ -496,9 +527,34 @@ impl RequestHandler for BrokerHandler {
         reply
     }
 
+    /// Per-core work queued by stage threads: put completions (the store) and long-polling
+    /// arrivals (the hold service) are answered here, on the core that owns the connection.
+    fn on_core_wake(&self, core: usize) {
+        if let Some(ctx) = self.ctx.get() {
+            ctx.on_core_wake(core);
+        }
+    }
+
     fn on_close(&self, conn: &Connection) {
         if let Some(ctx) = self.ctx.get() {
             crate::processor::client_manage::on_channel_closed(ctx, conn.id());
         }
     }
+}
+
+/// Gives every network core of the broker's servers its own put and completion rings in
+/// the store, so sends go from their core to the append stage and their answers are built
+/// back on that core; and hands the store the send-queue wait limit.
+fn attach_cores_to_store(ctx: &BrokerContext, servers: &[Server]) {
+    let doorbells: Vec<_> = servers
+        .iter()
+        .flat_map(|s| s.core_handles())
+        .map(|h| h.doorbell().clone())
+        .collect();
+    let cores = servers.first().map_or(1, |s| s.core_handles().len().max(1));
+    let max_in_flight_per_core = ringmq_runtime::server::DEFAULT_MAX_IN_FLIGHT_TOTAL / cores;
+    ctx.store
+        .attach_network_cores(&doorbells, max_in_flight_per_core);
+    ctx.store
+        .set_send_queue_wait_limit_ms(ctx.live.send_queue_wait_limit_ms());
 }

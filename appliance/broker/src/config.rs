@@ -9,7 +9,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::config_keys::UPSTREAM_KEYS;
+use ringmq_remoting::body::topic::perm;
+use ringmq_runtime::cores::CoreMap;
+use ringmq_runtime::server::ServerTuning;
+
+use crate::config_keys::{self, DefaultKind};
 
 /// Replication role (`brokerRole`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,6 +216,12 @@ pub fn local_ipv4() -> String {
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
+/// Default of `ringmq.pull.zeroCopyMinBytes`: the smallest run at which splicing was not
+/// worse than the vectored write on average (server CPU per MB 0.78-1.06x, throughput
+/// 0.96-1.07x over four runs; 16 KiB runs averaged worse, 64 KiB runs were always better).
+/// `benches/README.md`, "pull body: splice vs vectored write".
+pub const DEFAULT_ZERO_COPY_MIN_BYTES: u64 = 32 * 1024;
+
 broker_config! {
     /// `brokerClusterName`
     broker_cluster_name: String = "brokerClusterName", "DefaultCluster".to_string();
@@ -329,7 +339,7 @@ broker_config! {
     /// `ringmq.pull.zeroCopyMinBytes`: a pull answer sends each run of records lying back to
     /// back in one CommitLog file from the file (splice, no copy) when the run has at least
     /// this many bytes; shorter runs go from memory. 0 = never from the file.
-    ringmq_pull_zero_copy_min_bytes: u64 = "ringmq.pull.zeroCopyMinBytes", crate::processor::pull::DEFAULT_ZERO_COPY_MIN_BYTES;
+    ringmq_pull_zero_copy_min_bytes: u64 = "ringmq.pull.zeroCopyMinBytes", DEFAULT_ZERO_COPY_MIN_BYTES;
 }
 
 impl BrokerConfig {
@@ -349,11 +359,11 @@ impl BrokerConfig {
     pub fn apply(&mut self, key: &str, value: &str, notes: &mut Vec<String>) {
         match self.set_known(key, value) {
             Ok(true) => {}
-            Ok(false) if crate::disk_store::is_store_key(key, value) || is_read_elsewhere(key) => {
+            Ok(false) if is_store_key(key, value) || is_read_elsewhere(key) => {
                 self.extra.insert(key.to_string(), value.to_string());
             }
             Ok(false) => {
-                if UPSTREAM_KEYS.binary_search(&key).is_ok() {
+                if config_keys::is_upstream_key(key) {
                     notes.push(format!(
                         "config key {key}={value} is a RocketMQ setting ringmq does not use; kept, no effect"
                     ));
@@ -374,12 +384,7 @@ impl BrokerConfig {
     /// Derived keys (`brokerIP2`, `haListenPort`) show the value the broker uses.
     pub fn to_properties_text(&self) -> String {
         let mut out = String::new();
-        for (key, mut value) in self.entries() {
-            match key {
-                "brokerIP2" => value = self.effective_broker_ip2().to_string(),
-                "haListenPort" => value = self.effective_ha_listen_port().to_string(),
-                _ => {}
-            }
+        for (key, value) in self.effective_entries() {
             let _ = writeln!(
                 out,
                 "{}={}",
@@ -396,6 +401,64 @@ impl BrokerConfig {
             );
         }
         out
+    }
+
+    /// GET_BROKER_CONFIG's body, as upstream's broker prints it: every key of upstream's four
+    /// config classes with its effective value, then ringmq's own keys, sorted by key. A key
+    /// ringmq does not model shows the value set in the config file or, unset, upstream's
+    /// default; like upstream, a key with no value (e.g. `dLegerGroup`, or `namesrvAddr` with
+    /// no name server) is left out.
+    pub fn report_properties_text(&self) -> String {
+        let cores = config_keys::host_cores();
+        let mut all: BTreeMap<&str, String> = BTreeMap::new();
+        for k in config_keys::upstream_keys() {
+            let value = match k.default {
+                DefaultKind::Value(v) => Some(v.to_string()),
+                DefaultKind::Null => None,
+                DefaultKind::Derived => config_keys::derived_default(k.key, cores),
+            };
+            if let Some(v) = value {
+                all.insert(k.key, v);
+            }
+        }
+        for (key, value) in config_keys::ringmq_key_defaults() {
+            all.insert(key, value);
+        }
+        for (key, value) in self.effective_entries() {
+            let absent_upstream =
+                config_keys::find(key).is_some_and(|k| !matches!(k.default, DefaultKind::Value(_)));
+            if value.is_empty() && absent_upstream {
+                all.remove(key);
+            } else {
+                all.insert(key, value);
+            }
+        }
+        for (key, value) in &self.extra {
+            all.insert(key, value.clone());
+        }
+        let mut out = String::new();
+        for (key, value) in all {
+            let _ = writeln!(
+                out,
+                "{}={}",
+                escape_properties(key, true),
+                escape_properties(&value, false)
+            );
+        }
+        out
+    }
+
+    /// Every modelled key with the value the broker uses (derived keys resolved).
+    fn effective_entries(&self) -> Vec<(&'static str, String)> {
+        let mut entries = self.entries();
+        for (key, value) in &mut entries {
+            match *key {
+                "brokerIP2" => *value = self.effective_broker_ip2().to_string(),
+                "haListenPort" => *value = self.effective_ha_listen_port().to_string(),
+                _ => {}
+            }
+        }
+        entries
     }
 
     /// Name-server addresses from `namesrvAddr` (`;`-separated, blanks dropped).
@@ -462,11 +525,11 @@ impl BrokerConfig {
     }
 
     pub fn is_writeable(&self) -> bool {
-        self.broker_permission & crate::metadata::topic_config::PERM_WRITE != 0
+        self.broker_permission & perm::WRITE as u32 != 0
     }
 
     pub fn is_readable(&self) -> bool {
-        self.broker_permission & crate::metadata::topic_config::PERM_READ != 0
+        self.broker_permission & perm::READ as u32 != 0
     }
 
     /// Delay-level durations in ms (level 1 at index 0), or why `messageDelayLevel` is bad.
@@ -608,6 +671,51 @@ pub(crate) fn escape_properties(text: &str, is_key: bool) -> String {
     out
 }
 
+/// Whether the store reads `key` (a `MessageStoreConfig` key the broker passes through).
+fn is_store_key(key: &str, value: &str) -> bool {
+    ringmq_store::StoreConfig::default()
+        .apply_property(key, value)
+        .is_ok_and(|known| known)
+}
+
+/// The Remoting server tuning: defaults plus the `ringmq.net.*` keys (receive and listen
+/// mode), which `BrokerConfig` keeps in `extra`.
+pub(crate) fn net_tuning(config: &BrokerConfig) -> Result<ServerTuning, String> {
+    let mut tuning = ServerTuning::default();
+    tuning
+        .apply_net_properties(config.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| e.to_string())?;
+    Ok(tuning)
+}
+
+/// The core map `config` asks for and the part of it this host can apply, without
+/// logging: the startup check (`config_check`) refuses what this would refuse.
+pub(crate) fn plan_core_map(
+    config: &BrokerConfig,
+    tuning: &ServerTuning,
+) -> Result<(CoreMap, CoreMap), String> {
+    let real = ringmq_runtime::cores::available_cores();
+    let mut keys: Vec<(&str, &str)> = config
+        .extra
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if !config.ringmq_network_cores.trim().is_empty() {
+        keys.push(("ringmq.cores.network", config.ringmq_network_cores.as_str()));
+    }
+    let mut plan = CoreMap::from_properties(keys, real).map_err(|e| e.to_string())?;
+    let pin_key = ringmq_runtime::server::PIN_NETWORK_CORES_KEY;
+    if config
+        .extra
+        .get(pin_key)
+        .is_some_and(|v| v.trim() != "auto")
+    {
+        plan.pinned.network = tuning.pin_network_cores;
+    }
+    let applied = plan.applicable(real);
+    Ok((plan, applied))
+}
+
 /// Keys kept in `extra` and read by the part of the broker that owns them (the metrics
 /// endpoint, the transaction check service, the network core map, the network modes), so
 /// they are neither "unused" nor typos.
@@ -700,10 +808,123 @@ mod tests {
         assert!(text.contains("brokerName=b 1\n"));
     }
 
+    fn parse_report(text: &str) -> Vec<(String, String)> {
+        let pairs = parse_java_properties(text);
+        assert!(
+            pairs.windows(2).all(|w| w[0].0 < w[1].0),
+            "sorted by key, no duplicates"
+        );
+        pairs
+    }
+
     #[test]
-    fn upstream_key_list_is_sorted_for_binary_search() {
-        assert!(UPSTREAM_KEYS.windows(2).all(|w| w[0] < w[1]));
-        assert!(UPSTREAM_KEYS.binary_search(&"brokerName").is_ok());
+    fn broker_config_report_lists_every_upstream_key_with_its_effective_value() {
+        let (mut c, _) = BrokerConfig::from_properties_text(
+            "listenPort=22010\nmaxMessageSize=1048576\nsendMessageThreadPoolNums=3\n\
+             flushIntervalConsumeQueue=2000\ntransactionCheckInterval=45000\ndLegerGroup=g1\n",
+        );
+        c.namesrv_addr = None;
+        let report = parse_report(&c.report_properties_text());
+        let value = |k: &str| {
+            report
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        for k in config_keys::upstream_keys() {
+            let listed = value(k.key).is_some();
+            match k.default {
+                DefaultKind::Null => {}
+                DefaultKind::Value(_) | DefaultKind::Derived if k.key == "rocketmqHome" => {}
+                _ if k.key == "namesrvAddr" || k.key == "brokerConfigPath" => {
+                    assert!(!listed, "{} has no value here", k.key)
+                }
+                _ => assert!(listed, "{} missing from GET_BROKER_CONFIG", k.key),
+            }
+        }
+        // Set keys show the set value, modelled ones the value in use, the rest upstream's.
+        assert_eq!(value("maxMessageSize"), Some("1048576"));
+        assert_eq!(value("sendMessageThreadPoolNums"), Some("3"));
+        assert_eq!(value("flushIntervalConsumeQueue"), Some("2000"));
+        assert_eq!(value("transactionCheckInterval"), Some("45000"));
+        assert_eq!(value("dLegerGroup"), Some("g1"));
+        assert_eq!(value("haListenPort"), Some("22011"));
+        assert_eq!(value("registerBrokerTimeoutMills"), Some("24000"));
+        assert_eq!(value("transactionTimeOut"), Some("6000"));
+        assert_eq!(value("serverSocketBacklog"), Some("1024"));
+        assert_eq!(value("clientWorkerThreads"), Some("4"));
+        assert_eq!(value("ringmq.pull.zeroCopyMinBytes"), Some("32768"));
+        assert_eq!(value("ringmq.writeMode"), Some("mmap"));
+        assert_eq!(
+            value("dLegerPeers"),
+            None,
+            "no value, not listed (as upstream)"
+        );
+        assert_eq!(value("storePathCommitLog"), None);
+        let cores = config_keys::host_cores();
+        assert_eq!(
+            value("pullMessageThreadPoolNums"),
+            Some((16 + 2 * cores).to_string().as_str())
+        );
+    }
+
+    /// Keys ringmq models whose default differs from upstream's class default, and why.
+    const DEFAULT_DIFFERENCES: &[(&str, &str)] = &[
+        ("brokerName", "the host name (derived)"),
+        ("brokerIP1", "this host's address (derived)"),
+        ("brokerIP2", "brokerIP1 (derived)"),
+        ("storePathRootDir", "$HOME/store (derived)"),
+        ("namesrvAddr", "$NAMESRV_ADDR (derived)"),
+        ("haListenPort", "listenPort + 1 (derived)"),
+    ];
+
+    #[test]
+    fn modelled_defaults_are_upstream_defaults() {
+        let c = BrokerConfig::default();
+        let mut differ = Vec::new();
+        for (key, value) in c.effective_entries() {
+            let Some(k) = config_keys::find(key) else {
+                assert!(
+                    key.starts_with("ringmq."),
+                    "{key} is neither upstream's nor ringmq's"
+                );
+                continue;
+            };
+            let upstream = match k.default {
+                DefaultKind::Value(v) => v.to_string(),
+                DefaultKind::Null => String::new(),
+                DefaultKind::Derived => {
+                    assert!(DEFAULT_DIFFERENCES.iter().any(|(d, _)| *d == key), "{key}");
+                    continue;
+                }
+            };
+            if value != upstream {
+                differ.push(format!("{key}: ringmq {value:?}, upstream {upstream:?}"));
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "defaults differ without a reason: {differ:#?}"
+        );
+    }
+
+    #[test]
+    fn store_defaults_are_upstream_defaults() {
+        let base = format!("{:?}", ringmq_store::StoreConfig::default());
+        let mut differ = Vec::new();
+        for k in config_keys::upstream_keys() {
+            let DefaultKind::Value(v) = k.default else {
+                continue;
+            };
+            let mut sc = ringmq_store::StoreConfig::default();
+            if sc.apply_property(k.key, v) == Ok(true) && format!("{sc:?}") != base {
+                differ.push(k.key);
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "the store's default is not upstream's: {differ:?}"
+        );
     }
 
     #[test]
@@ -716,11 +937,11 @@ mod tests {
             notes.is_empty(),
             "read by the server, not unknown: {notes:?}"
         );
-        let tuning = crate::broker::net_tuning(&c).unwrap();
+        let tuning = net_tuning(&c).unwrap();
         assert_eq!(tuning.recv_mode, RecvMode::Single);
         assert_eq!(tuning.listen_mode, ListenMode::ReusePort);
         let (c, _) = BrokerConfig::from_properties_text("ringmq.net.recvMode=epoll\n");
-        let e = crate::broker::net_tuning(&c).unwrap_err();
+        let e = net_tuning(&c).unwrap_err();
         assert!(e.contains("ringmq.net.recvMode"), "{e}");
     }
 

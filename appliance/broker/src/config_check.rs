@@ -35,8 +35,8 @@ pub fn check_startable(c: &BrokerConfig, scope: CheckScope) -> Result<(), String
         .map_err(|e| format!("messageDelayLevel: {e}"))?;
     check_bind_address(&c.bind_address)?;
     network_cores(c)?;
-    let tuning = crate::broker::net_tuning(c)?;
-    crate::broker::plan_core_map(c, &tuning)?;
+    let tuning = crate::config::net_tuning(c)?;
+    crate::config::plan_core_map(c, &tuning)?;
     let sc = crate::disk_store::store_config(c)?;
     check_commit_log_file_size(sc.mapped_file_size_commit_log)?;
     if scope.store_files {

@@ -16,26 +16,12 @@ use ringmq_store::StoreApi;
 use crate::client::consumer_manager::{ConsumerManager, RebalanceLockManager};
 use crate::client::producer_manager::ProducerManager;
 use crate::config::BrokerConfig;
+use crate::filter::Sql92Compiler;
 use crate::long_polling::PullHoldService;
 use crate::metadata::consumer_offset::ConsumerOffsetManager;
 use crate::metadata::delay_offset::DelayOffsetManager;
 use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::TopicConfigManager;
-
-/// A predicate over a message's property string (`name 0x01 value 0x02 …`), e.g. a compiled
-/// SQL92 expression.
-pub trait PropertyPredicate: Send + Sync {
-    fn matches(&self, properties: &str) -> bool;
-}
-
-impl std::fmt::Debug for dyn PropertyPredicate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PropertyPredicate")
-    }
-}
-
-/// Compiles a SQL92 subscription expression; provided by the filter module.
-pub type Sql92Compiler = fn(&str) -> Result<Arc<dyn PropertyPredicate>, String>;
 
 /// Everything a processor may touch.
 pub struct BrokerContext {
@@ -64,6 +50,16 @@ pub struct BrokerContext {
 }
 
 impl BrokerContext {
+    /// Runs on network core `core` each pass of its loop (`RequestHandler::on_core_wake`):
+    /// takes what the stages queued for this core. Must not block.
+    pub fn on_core_wake(&self, core: usize) {
+        self.store.run_core_completions();
+        // This core's held pulls: arrivals, expiries and max-offset re-checks.
+        self.hold.on_core_wake(core, &|topic, queue_id| {
+            self.store.max_offset_in_queue(topic, queue_id)
+        });
+    }
+
     /// A context around already-loaded managers.
     #[allow(clippy::too_many_arguments)]
     pub fn new(

@@ -26,13 +26,6 @@ pub fn store_config(config: &BrokerConfig) -> Result<store::StoreConfig, String>
     Ok(sc)
 }
 
-/// Whether the store accepts `key` (so the broker does not report it as unknown).
-pub fn is_store_key(key: &str, value: &str) -> bool {
-    store::StoreConfig::default()
-        .apply_property(key, value)
-        .is_ok_and(|known| known)
-}
-
 /// Opens the store `config` describes (recovering it if the last exit was not clean).
 pub fn open(config: &BrokerConfig) -> Result<store::MessageStore, String> {
     let sc = store_config(config)?;

@@ -33,7 +33,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use ringmq_remoting::codes::ResponseCode;
@@ -41,12 +41,13 @@ use ringmq_store as store;
 
 use crate::config::{escape_properties, parse_java_properties, BrokerConfig};
 use crate::config_check::{check_startable, CheckScope};
-use crate::config_keys::UPSTREAM_KEYS;
-use crate::context::BrokerContext;
+use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::{
-    AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE,
+    TopicConfigManager, AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, PERM_PRIORITY, PERM_READ,
+    PERM_WRITE,
 };
-use crate::persist::DataVersion;
+use crate::transaction::TransactionConfig;
+use ringmq_remoting::body::topic::DataVersion;
 use ringmq_sync::LockExt;
 
 /// Keys whose new value applies to the next request.
@@ -60,6 +61,13 @@ pub const LIVE_KEYS: &[&str] = &[
     "waitTimeMillsInSendQueue",
     "brokerFastFailureEnable",
     "useServerSideResetOffset",
+    "maxMessageSize",
+    "notifyConsumerIdsChangedEnable",
+    "defaultQueryMaxNum",
+    "rejectTransactionMessage",
+    "transactionTimeOut",
+    "transactionCheckMax",
+    "transactionCheckInterval",
 ];
 
 /// Keys refused whatever `configBlackList` says: changing where the config lives, or the black
@@ -237,6 +245,15 @@ pub struct LiveConfig {
     wait_time_in_send_queue_ms: AtomicU64,
     broker_fast_failure_enable: AtomicBool,
     use_server_side_reset_offset: AtomicBool,
+    max_message_size_bytes: AtomicU32,
+    notify_consumer_ids_changed_enable: AtomicBool,
+    default_query_max_num: AtomicU32,
+    reject_transaction_message: AtomicBool,
+    transaction_timeout_ms: AtomicU64,
+    transaction_check_max: AtomicI32,
+    transaction_check_interval_ms: AtomicU64,
+    /// `maxMessageSize` the store was opened with: it refuses larger records until restart.
+    store_max_message_size_bytes: u32,
     state: Mutex<State>,
 }
 
@@ -273,10 +290,18 @@ impl LiveConfig {
             wait_time_in_send_queue_ms: AtomicU64::new(0),
             broker_fast_failure_enable: AtomicBool::new(false),
             use_server_side_reset_offset: AtomicBool::new(false),
+            max_message_size_bytes: AtomicU32::new(0),
+            notify_consumer_ids_changed_enable: AtomicBool::new(false),
+            default_query_max_num: AtomicU32::new(0),
+            reject_transaction_message: AtomicBool::new(false),
+            transaction_timeout_ms: AtomicU64::new(0),
+            transaction_check_max: AtomicI32::new(0),
+            transaction_check_interval_ms: AtomicU64::new(0),
+            store_max_message_size_bytes: config.max_message_size_bytes,
             state: Mutex::new(State {
                 effective: config.clone(),
                 file: Some(config_file_path(config)),
-                version: DataVersion::default(),
+                version: DataVersion::new(crate::persist::now_ms()),
                 black_list,
                 held_metrics_addr: crate::metrics::endpoint_addr(config).ok().flatten(),
             }),
@@ -309,6 +334,18 @@ impl LiveConfig {
             .store(c.broker_fast_failure_enable, r);
         self.use_server_side_reset_offset
             .store(c.use_server_side_reset_offset, r);
+        self.max_message_size_bytes
+            .store(c.max_message_size_bytes, r);
+        self.notify_consumer_ids_changed_enable
+            .store(c.notify_consumer_ids_changed_enable, r);
+        self.default_query_max_num.store(c.default_query_max_num, r);
+        self.reject_transaction_message
+            .store(c.reject_transaction_message, r);
+        let tx = TransactionConfig::from_broker_config(c);
+        self.transaction_timeout_ms.store(tx.timeout_ms, r);
+        self.transaction_check_max.store(tx.check_max, r);
+        self.transaction_check_interval_ms
+            .store(tx.check_interval_ms, r);
     }
 
     /// Where updates are saved; `None` keeps them in memory (unit tests).
@@ -361,8 +398,48 @@ impl LiveConfig {
         self.broker_fast_failure_enable.load(Ordering::Relaxed)
     }
 
+    /// The store's send-queue wait limit: `waitTimeMillsInSendQueue` while
+    /// `brokerFastFailureEnable`, else 0 (no limit).
+    pub fn send_queue_wait_limit_ms(&self) -> u64 {
+        if self.broker_fast_failure_enable() {
+            self.wait_time_in_send_queue_ms()
+        } else {
+            0
+        }
+    }
+
     pub fn use_server_side_reset_offset(&self) -> bool {
         self.use_server_side_reset_offset.load(Ordering::Relaxed)
+    }
+
+    /// `maxMessageSize`: the largest message body (and batch body) a send may carry.
+    pub fn max_message_size_bytes(&self) -> u32 {
+        self.max_message_size_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn notify_consumer_ids_changed_enable(&self) -> bool {
+        self.notify_consumer_ids_changed_enable
+            .load(Ordering::Relaxed)
+    }
+
+    pub fn default_query_max_num(&self) -> u32 {
+        self.default_query_max_num.load(Ordering::Relaxed)
+    }
+
+    pub fn reject_transaction_message(&self) -> bool {
+        self.reject_transaction_message.load(Ordering::Relaxed)
+    }
+
+    /// `base` with the live transaction keys (`transactionTimeOut`, `transactionCheckMax`,
+    /// `transactionCheckInterval`) as they are now.
+    pub fn transaction_config(&self, base: &TransactionConfig) -> TransactionConfig {
+        let r = Ordering::Relaxed;
+        TransactionConfig {
+            timeout_ms: self.transaction_timeout_ms.load(r),
+            check_max: self.transaction_check_max.load(r),
+            check_interval_ms: self.transaction_check_interval_ms.load(r),
+            ..base.clone()
+        }
     }
 
     /// The effective configuration (startup values plus accepted updates).
@@ -372,7 +449,7 @@ impl LiveConfig {
 
     /// GET_BROKER_CONFIG's body: the effective configuration as properties text.
     pub fn properties_text(&self) -> String {
-        self.state().effective.to_properties_text()
+        self.state().effective.report_properties_text()
     }
 
     /// Bumped by every accepted update (GET_BROKER_CONFIG's `version` header).
@@ -443,7 +520,7 @@ impl LiveConfig {
         }
         self.publish(&candidate);
         state.effective = candidate;
-        state.version.next_version();
+        state.version.next_version(crate::persist::now_ms());
         Ok(UpdateReport {
             changes,
             saved_to: state.file.clone(),
@@ -474,8 +551,12 @@ fn apply_key(c: &mut BrokerConfig, key: &str, value: &str) -> Result<Effect, Upd
     let effect = match store::StoreConfig::default().apply_property(key, value) {
         Ok(true) => Effect::AfterRestart,
         Err(e) => return Err(invalid(e.to_string())),
+        Ok(false) if LIVE_KEYS.contains(&key) => {
+            check_live_extra(key, value).map_err(invalid)?;
+            Effect::Live
+        }
         Ok(false) if crate::config::is_read_elsewhere(key) => Effect::AfterRestart,
-        Ok(false) if UPSTREAM_KEYS.binary_search(&key).is_ok() => Effect::Unused,
+        Ok(false) if crate::config_keys::is_upstream_key(key) => Effect::Unused,
         Ok(false) => {
             return Err(invalid(
                 "not a RocketMQ or ringmq broker setting (typo? key names are case-sensitive)"
@@ -485,6 +566,16 @@ fn apply_key(c: &mut BrokerConfig, key: &str, value: &str) -> Result<Effect, Upd
     };
     c.extra.insert(key.to_string(), value.to_string());
     Ok(effect)
+}
+
+/// Value rules of the live keys kept in `BrokerConfig::extra` (the transaction keys): a value
+/// the service would not read must not be reported as in effect.
+fn check_live_extra(key: &str, value: &str) -> Result<(), String> {
+    let parsed = match key {
+        "transactionCheckMax" => value.trim().parse::<i32>().map(|_| ()),
+        _ => value.trim().parse::<u64>().map(|_| ()),
+    };
+    parsed.map_err(|e| format!("expected a number ({e})"))
 }
 
 /// Value rules beyond the type of a modelled key.
@@ -516,25 +607,36 @@ fn value_of(c: &BrokerConfig, key: &str) -> Option<String> {
 
 /// Applies an update to the broker: [`LiveConfig::update`], then what a changed key means for
 /// the rest of the broker (group auto-creation, re-registration with the reduced permission).
-/// `caller` (the client's address) is logged with every accepted key.
+/// `caller` (the client's address) is logged with every accepted key. Takes the managers a
+/// changed key reaches rather than the broker context, which owns `live`.
 pub fn apply_update(
-    ctx: &BrokerContext,
+    live: &LiveConfig,
+    topics: &TopicConfigManager,
+    groups: &SubscriptionGroupManager,
     props: &[(String, String)],
     caller: &str,
 ) -> Result<UpdateReport, UpdateError> {
     tracing::info!(caller, ?props, "broker config update requested");
-    let mut report = ctx.live.update(props)?;
+    let mut report = live.update(props)?;
     // Read back from the atomics rather than the report: a concurrent update may have landed
     // between the two, and the latest value must win.
-    ctx.groups
-        .set_auto_create(ctx.live.auto_create_subscription_group());
+    groups.set_auto_create(live.auto_create_subscription_group());
     if report.changed("brokerPermission") {
         // Name servers must see the new permission now, not at the next periodic registration.
-        ctx.topics.mark_changed();
+        topics.mark_changed();
+    }
+    if report.changed("maxMessageSize")
+        && live.max_message_size_bytes() > live.store_max_message_size_bytes
+    {
+        report.notes.push(format!(
+            "maxMessageSize={} applies to sends now up to {} bytes, the size the store started with; larger messages are refused until the broker restarts",
+            live.max_message_size_bytes(),
+            live.store_max_message_size_bytes
+        ));
     }
     if report.changed("autoCreateTopicEnable")
-        && ctx.live.auto_create_topic_enable()
-        && ctx.topics.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none()
+        && live.auto_create_topic_enable()
+        && topics.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none()
     {
         report.notes.push(format!(
             "the template topic {AUTO_CREATE_TOPIC_KEY_TOPIC} does not exist on this broker (it started with autoCreateTopicEnable=false), so unknown topics are still refused: create it (updateTopic -t {AUTO_CREATE_TOPIC_KEY_TOPIC} -p 7) or restart the broker"
@@ -733,6 +835,7 @@ fn save(path: &Path, updates: &[(String, String)]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::BrokerContext;
     use crate::processor::pull::{PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND};
     use crate::test_support::{run, send_simple, test_context};
     use ringmq_remoting::RemotingCommand;
@@ -1149,7 +1252,12 @@ mod tests {
         live.set_config_file(None);
         let defaults = BrokerConfig::default();
         let flipped = |key: &str| -> String {
-            let v = value_of(&defaults, key).unwrap();
+            let v = value_of(&defaults, key).unwrap_or_else(|| {
+                match crate::config_keys::find(key).map(|k| k.default) {
+                    Some(crate::config_keys::DefaultKind::Value(v)) => v.to_string(),
+                    other => panic!("{key}: no default ({other:?})"),
+                }
+            });
             match v.as_str() {
                 "true" => "false".into(),
                 "false" => "true".into(),
@@ -1193,6 +1301,37 @@ mod tests {
             (
                 "useServerSideResetOffset",
                 live.use_server_side_reset_offset().to_string(),
+            ),
+            ("maxMessageSize", live.max_message_size_bytes().to_string()),
+            (
+                "notifyConsumerIdsChangedEnable",
+                live.notify_consumer_ids_changed_enable().to_string(),
+            ),
+            (
+                "defaultQueryMaxNum",
+                live.default_query_max_num().to_string(),
+            ),
+            (
+                "rejectTransactionMessage",
+                live.reject_transaction_message().to_string(),
+            ),
+            (
+                "transactionTimeOut",
+                live.transaction_config(&Default::default())
+                    .timeout_ms
+                    .to_string(),
+            ),
+            (
+                "transactionCheckMax",
+                live.transaction_config(&Default::default())
+                    .check_max
+                    .to_string(),
+            ),
+            (
+                "transactionCheckInterval",
+                live.transaction_config(&Default::default())
+                    .check_interval_ms
+                    .to_string(),
             ),
         ];
         assert_eq!(now.len(), LIVE_KEYS.len());

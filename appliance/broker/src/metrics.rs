@@ -1,6 +1,6 @@
 //! Broker metrics: the counters the request path increments, the stage profile read from the
 //! store and the network cores, and the two ways they leave the process — the Prometheus
-//! `/metrics` page ([`render_exposition`], served by [`http`]) and the `ringmq.*` / upstream
+//! `/metrics` page ([`BrokerMetrics::render`], served by [`http`]) and the `ringmq.*` / upstream
 //! keys of GET_BROKER_RUNTIME_INFO ([`BrokerMetrics::runtime_info_into`]).
 //!
 //! Per-thread counters: every thread that records (network cores, the store's completion
@@ -676,6 +676,23 @@ impl BrokerMetrics {
     pub fn runtime_info_into(&self, t: &mut BTreeMap<String, String>) {
         let now = Instant::now();
         let cur = self.totals();
+        self.traffic_info_into(t, now, &cur);
+        let p = self.stage_profile();
+        stage_profile_info_into(t, &p);
+        for reason in BusyReason::ALL {
+            let mut n = cur.busy[reason as usize];
+            if reason == BusyReason::Overload {
+                n += p.overload_refusals();
+            }
+            t.insert(
+                format!("ringmq.busyRefusals.{}", reason.label()),
+                n.to_string(),
+            );
+        }
+    }
+
+    /// Message counts (today, yesterday, since start) and the put/get TPS keys.
+    fn traffic_info_into(&self, t: &mut BTreeMap<String, String>, now: Instant, cur: &Totals) {
         let mut put = |k: &str, v: String| {
             t.insert(k.to_string(), v);
         };
@@ -696,75 +713,17 @@ impl BrokerMetrics {
         }
         put("ringmq.putMessagesTotal", cur.put_messages.to_string());
         put("ringmq.getMessagesTotal", cur.get_messages.to_string());
-        put("putTps", self.tps_text(now, &cur, |t| t.put_messages));
-        put("getFoundTps", self.tps_text(now, &cur, |t| t.get_found));
-        put("getMissTps", self.tps_text(now, &cur, |t| t.get_miss));
+        put("putTps", self.tps_text(now, cur, |t| t.put_messages));
+        put("getFoundTps", self.tps_text(now, cur, |t| t.get_found));
+        put("getMissTps", self.tps_text(now, cur, |t| t.get_miss));
         put(
             "getTotalTps",
-            self.tps_text(now, &cur, |t| t.get_found + t.get_miss),
+            self.tps_text(now, cur, |t| t.get_found + t.get_miss),
         );
-        let transferred = self.tps_text(now, &cur, |t| t.get_messages);
+        let transferred = self.tps_text(now, cur, |t| t.get_messages);
         // Older mqadmin/dashboards read the historical misspelling.
         put("getTransferedTps", transferred.clone());
         put("getTransferredTps", transferred);
-
-        let p = self.stage_profile();
-        let s = p.store.clone().unwrap_or_default();
-        put("putMessageTimesTotal", s.put_messages.to_string());
-        put("putMessageSizeTotal", s.put_bytes.to_string());
-        put(
-            "putMessageAverageSize",
-            format!("{:?}", s.put_bytes as f64 / s.put_messages.max(1) as f64),
-        );
-        if p.store.is_some() {
-            put("dispatchBehindBytes", s.dispatch_behind_bytes.to_string());
-        }
-        put(
-            "ringmq.appendLockHoldUs",
-            format!(
-                "{} {} {}",
-                s.lock_hold_p50_us, s.lock_hold_p99_us, s.lock_hold_max_us
-            ),
-        );
-        put("ringmq.appendBatches", s.append_batches.to_string());
-        put("ringmq.appendRecords", s.put_messages.to_string());
-        put(
-            "ringmq.recordsPerBatch",
-            format!("{:.2}", p.records_per_batch()),
-        );
-        put(
-            "ringmq.flushLatencyUs",
-            format!("{} {}", s.flush_p50_us, s.flush_p99_us),
-        );
-        put("ringmq.flushCount", s.flush_count.to_string());
-        put("ringmq.flushedBytes", p.flushed_bytes().to_string());
-        put(
-            "ringmq.bytesPerFdatasync",
-            format!("{:.0}", p.bytes_per_fdatasync()),
-        );
-        put(
-            "ringmq.reputLagBytes",
-            s.dispatch_behind_bytes.max(0).to_string(),
-        );
-        put("ringmq.putRejectedBusy", s.put_rejected_busy.to_string());
-        // Append-stage perf counters over sampled critical sections: `batches=N name=v ...`
-        // (only the counters this host can count).
-        if s.append_perf.values.iter().any(Option::is_some) {
-            put("ringmq.appendPerfCounters", s.append_perf.summary());
-        }
-        for (cpu, stalls) in p.stalls_by_cpu() {
-            put(&format!("ringmq.stallCount.core{cpu}"), stalls.to_string());
-        }
-        for reason in BusyReason::ALL {
-            let mut n = cur.busy[reason as usize];
-            if reason == BusyReason::Overload {
-                n += p.overload_refusals();
-            }
-            put(
-                &format!("ringmq.busyRefusals.{}", reason.label()),
-                n.to_string(),
-            );
-        }
     }
 
     /// The whole `/metrics` page. `gauges` are the broker-level values the caller reads
@@ -804,7 +763,36 @@ impl BrokerMetrics {
     }
 
     fn render_messages(&self, e: &mut Exposition) {
-        // Sum the slots first (each lock held only to copy), then write without locks.
+        let (topic_in, out) = self.summed_message_series();
+        let topics: Vec<(String, bool, bool)> = {
+            let reg = lock(&self.topics);
+            reg.topics
+                .iter()
+                .map(|t| (t.name.clone(), t.is_system, t.labelled))
+                .collect()
+        };
+        let series: Vec<InLabels<'_>> = topic_in
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.messages > 0)
+            .filter_map(|(i, s)| {
+                let (name, system, labelled) = topics.get(i / 4)?;
+                labelled.then_some((
+                    name.as_str(),
+                    MessageType::ALL[i % 4].label(),
+                    bool_label(*system),
+                    s,
+                ))
+            })
+            .collect();
+        render_messages_in(e, &series);
+        let system_topic = |t: &str| topics.iter().any(|(name, system, _)| *system && name == t);
+        render_messages_out(e, &out, &system_topic);
+    }
+
+    /// The produce series (indexed topic id × 4 + message type) and the consume series (by
+    /// topic and group), summed over the slots; each slot's lock is held only to copy.
+    fn summed_message_series(&self) -> (Vec<InSeries>, BTreeMap<(String, String), OutSeries>) {
         let mut topic_in: Vec<InSeries> = Vec::new();
         let mut out: BTreeMap<(String, String), OutSeries> = BTreeMap::new();
         for s in self.slots.iter() {
@@ -828,114 +816,7 @@ impl BrokerMetrics {
                 }
             }
         }
-        let topics: Vec<(String, bool, bool)> = {
-            let reg = lock(&self.topics);
-            reg.topics
-                .iter()
-                .map(|t| (t.name.clone(), t.is_system, t.labelled))
-                .collect()
-        };
-        let series: Vec<(&str, &'static str, &'static str, &InSeries)> = topic_in
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.messages > 0)
-            .filter_map(|(i, s)| {
-                let (name, system, labelled) = topics.get(i / 4)?;
-                labelled.then_some((
-                    name.as_str(),
-                    MessageType::ALL[i % 4].label(),
-                    bool_label(*system),
-                    s,
-                ))
-            })
-            .collect();
-        e.family(
-            "rocketmq_messages_in_total",
-            Kind::Counter,
-            "Messages stored, by topic and message type.",
-        );
-        for (topic, kind, system, s) in &series {
-            e.sample(
-                "rocketmq_messages_in_total",
-                &[
-                    ("topic", topic),
-                    ("message_type", kind),
-                    ("is_system", system),
-                ],
-                s.messages,
-            );
-        }
-        e.family(
-            "rocketmq_throughput_in_total",
-            Kind::Counter,
-            "Bytes stored, by topic and message type.",
-        );
-        for (topic, kind, system, s) in &series {
-            e.sample(
-                "rocketmq_throughput_in_total",
-                &[
-                    ("topic", topic),
-                    ("message_type", kind),
-                    ("is_system", system),
-                ],
-                s.bytes,
-            );
-        }
-        e.family(
-            "rocketmq_message_size",
-            Kind::Histogram,
-            "Stored message size in bytes (mean of each send).",
-        );
-        for (topic, kind, system, s) in &series {
-            e.histogram(
-                "rocketmq_message_size",
-                &[
-                    ("topic", topic),
-                    ("message_type", kind),
-                    ("is_system", system),
-                ],
-                &MESSAGE_SIZE_BOUNDS_BYTES,
-                &s.size_counts,
-                s.size_sum_bytes as f64,
-            );
-        }
-        let system_topic = |t: &str| topics.iter().any(|(name, system, _)| *system && name == t);
-        e.family(
-            "rocketmq_messages_out_total",
-            Kind::Counter,
-            "Messages handed to consumers, by topic and consumer group.",
-        );
-        for ((topic, group), s) in &out {
-            let system = bool_label(system_topic(topic) || is_sys_group(group));
-            e.sample(
-                "rocketmq_messages_out_total",
-                &[
-                    ("topic", topic),
-                    ("consumer_group", group),
-                    ("is_retry", "false"),
-                    ("is_system", system),
-                ],
-                s.messages,
-            );
-        }
-        e.family(
-            "rocketmq_throughput_out_total",
-            Kind::Counter,
-            "Bytes handed to consumers, by topic and consumer group.",
-        );
-        for ((topic, group), s) in &out {
-            let system = bool_label(system_topic(topic) || is_sys_group(group));
-            e.sample(
-                "rocketmq_throughput_out_total",
-                &[
-                    ("topic", topic),
-                    ("consumer_group", group),
-                    ("is_retry", "false"),
-                    ("is_system", system),
-                ],
-                s.bytes,
-            );
-        }
+        (topic_in, out)
     }
 
     fn render_rpc(&self, e: &mut Exposition) {
@@ -1004,244 +885,412 @@ impl BrokerMetrics {
     fn render_stage_profile(&self, e: &mut Exposition) {
         let p = self.stage_profile();
         if let Some(s) = &p.store {
-            e.family(
-                "ringmq_append_lock_hold_us",
-                Kind::Summary,
-                "Append stage critical-section time per batch (the lock-hold time), microseconds, since the store opened.",
-            );
-            for (q, v) in [
-                ("0.5", s.lock_hold_p50_us),
-                ("0.99", s.lock_hold_p99_us),
-                ("1", s.lock_hold_max_us),
-            ] {
-                e.sample("ringmq_append_lock_hold_us", &[("quantile", q)], v);
-            }
-            e.sample("ringmq_append_lock_hold_us_count", &[], s.append_batches);
-            e.family(
-                "ringmq_append_batches_total",
-                Kind::Counter,
-                "Append stage batches.",
-            );
-            e.sample("ringmq_append_batches_total", &[], s.append_batches);
-            e.family(
-                "ringmq_append_records_total",
-                Kind::Counter,
-                "Records appended to the CommitLog.",
-            );
-            e.sample("ringmq_append_records_total", &[], s.put_messages);
-            e.family(
-                "ringmq_append_records_per_batch",
-                Kind::Gauge,
-                "Mean records per append batch since the store opened.",
-            );
-            e.sample(
-                "ringmq_append_records_per_batch",
-                &[],
-                p.records_per_batch(),
-            );
-            e.family(
-                "ringmq_flush_latency_us",
-                Kind::Summary,
-                "CommitLog flush (fdatasync/msync) latency, microseconds, since the store opened.",
-            );
-            for (q, v) in [("0.5", s.flush_p50_us), ("0.99", s.flush_p99_us)] {
-                e.sample("ringmq_flush_latency_us", &[("quantile", q)], v);
-            }
-            e.sample("ringmq_flush_latency_us_count", &[], s.flush_count);
-            e.family(
-                "ringmq_flushed_bytes_total",
-                Kind::Counter,
-                "CommitLog bytes made durable since start.",
-            );
-            e.sample("ringmq_flushed_bytes_total", &[], p.flushed_bytes());
-            e.family(
-                "ringmq_bytes_per_fdatasync",
-                Kind::Gauge,
-                "Mean bytes made durable per fdatasync/msync since start.",
-            );
-            e.sample("ringmq_bytes_per_fdatasync", &[], p.bytes_per_fdatasync());
-            e.family(
-                "ringmq_flush_group_mean",
-                Kind::Gauge,
-                "Mean SYNC_FLUSH waiters completed per flush.",
-            );
-            e.sample("ringmq_flush_group_mean", &[], s.flush_group_mean);
-            e.family(
-                "ringmq_reput_lag_bytes",
-                Kind::Gauge,
-                "CommitLog bytes not yet dispatched to consume queues and index.",
-            );
-            e.sample(
-                "ringmq_reput_lag_bytes",
-                &[],
-                s.dispatch_behind_bytes.max(0) as u64,
-            );
-            e.family(
-                "ringmq_store_put_rejected_busy_total",
-                Kind::Counter,
-                "Puts the store refused as busy.",
-            );
-            e.sample(
-                "ringmq_store_put_rejected_busy_total",
-                &[],
-                s.put_rejected_busy,
-            );
-            e.family(
-                "ringmq_commitlog_max_offset_bytes",
-                Kind::Gauge,
-                "CommitLog max (written) offset.",
-            );
-            e.sample(
-                "ringmq_commitlog_max_offset_bytes",
-                &[],
-                s.commit_log_max_offset.max(0) as u64,
-            );
+            render_append_stage(e, &p, s);
+            render_flush_stage(e, &p, s);
+            render_store_backlog(e, s);
             render_append_perf(e, &s.append_perf);
         }
-        if p.cores.is_empty() {
-            return;
+        render_core_stats(e, &p.cores);
+    }
+}
+
+/// A produce series with its labels: topic, message type, is_system.
+type InLabels<'a> = (&'a str, &'static str, &'static str, &'a InSeries);
+
+fn in_labels<'a>(&(topic, kind, system, _): &InLabels<'a>) -> [(&'static str, &'a str); 3] {
+    [
+        ("topic", topic),
+        ("message_type", kind),
+        ("is_system", system),
+    ]
+}
+
+/// Messages and bytes stored and the message-size histogram, by topic and message type.
+fn render_messages_in(e: &mut Exposition, series: &[InLabels<'_>]) {
+    e.family(
+        "rocketmq_messages_in_total",
+        Kind::Counter,
+        "Messages stored, by topic and message type.",
+    );
+    for s in series {
+        e.sample("rocketmq_messages_in_total", &in_labels(s), s.3.messages);
+    }
+    e.family(
+        "rocketmq_throughput_in_total",
+        Kind::Counter,
+        "Bytes stored, by topic and message type.",
+    );
+    for s in series {
+        e.sample("rocketmq_throughput_in_total", &in_labels(s), s.3.bytes);
+    }
+    e.family(
+        "rocketmq_message_size",
+        Kind::Histogram,
+        "Stored message size in bytes (mean of each send).",
+    );
+    for s in series {
+        e.histogram(
+            "rocketmq_message_size",
+            &in_labels(s),
+            &MESSAGE_SIZE_BOUNDS_BYTES,
+            &s.3.size_counts,
+            s.3.size_sum_bytes as f64,
+        );
+    }
+}
+
+/// Messages and bytes handed to consumers, by topic and consumer group.
+fn render_messages_out(
+    e: &mut Exposition,
+    out: &BTreeMap<(String, String), OutSeries>,
+    system_topic: &dyn Fn(&str) -> bool,
+) {
+    type Field = fn(&OutSeries) -> u64;
+    let families: [(&str, &str, Field); 2] = [
+        (
+            "rocketmq_messages_out_total",
+            "Messages handed to consumers, by topic and consumer group.",
+            |s| s.messages,
+        ),
+        (
+            "rocketmq_throughput_out_total",
+            "Bytes handed to consumers, by topic and consumer group.",
+            |s| s.bytes,
+        ),
+    ];
+    for (name, help, field) in families {
+        e.family(name, Kind::Counter, help);
+        for ((topic, group), s) in out {
+            let system = bool_label(system_topic(topic) || is_sys_group(group));
+            e.sample(
+                name,
+                &[
+                    ("topic", topic),
+                    ("consumer_group", group),
+                    ("is_retry", "false"),
+                    ("is_system", system),
+                ],
+                field(s),
+            );
         }
-        let per_core = |e: &mut Exposition,
-                        name: &str,
-                        kind: Kind,
-                        help: &str,
-                        f: &dyn Fn(&ringmq_runtime::CoreStats) -> u64| {
-            e.family(name, kind, help);
-            for c in &p.cores {
-                let (core, cpu) = (c.stats.index.to_string(), c.stats.cpu.to_string());
-                e.sample(
-                    name,
-                    &[("server", &c.server), ("core", &core), ("cpu", &cpu)],
-                    f(&c.stats),
-                );
-            }
-        };
-        per_core(
-            e,
-            "ringmq_core_stalls_total",
-            Kind::Counter,
-            "Network core loop iterations busy longer than the stall threshold (500 us).",
-            &|s| s.loop_stats.stalls,
+    }
+}
+
+/// `bytes` as upstream's runtime info prints sizes: "512 B", "1.5 KiB", "252.0 GiB".
+pub(crate) fn human_readable_bytes(bytes: u64) -> String {
+    const UNIT: f64 = 1024.0;
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let exp = ((bytes as f64).ln() / UNIT.ln()) as i32;
+    let prefix = ['K', 'M', 'G', 'T', 'P', 'E'][(exp - 1).clamp(0, 5) as usize];
+    format!("{:.1} {prefix}iB", bytes as f64 / UNIT.powi(exp))
+}
+
+/// The store's put totals, the append/flush stage keys and the per-core stall counts.
+fn stage_profile_info_into(t: &mut BTreeMap<String, String>, p: &StageProfile) {
+    let mut put = |k: &str, v: String| {
+        t.insert(k.to_string(), v);
+    };
+    let s = p.store.clone().unwrap_or_default();
+    // Upstream reports at least 1 (it divides by this for the average).
+    put("putMessageTimesTotal", s.put_messages.max(1).to_string());
+    put("putMessageSizeTotal", s.put_bytes.to_string());
+    put(
+        "putMessageAverageSize",
+        format!("{:?}", s.put_bytes as f64 / s.put_messages.max(1) as f64),
+    );
+    if p.store.is_some() {
+        put("dispatchBehindBytes", s.dispatch_behind_bytes.to_string());
+        let unflushed = (s.commit_log_max_offset - s.commit_log_flushed_offset).max(0);
+        put(
+            "remainHowManyDataToFlush",
+            human_readable_bytes(unflushed as u64),
         );
-        per_core(
-            e,
-            "ringmq_core_loop_iterations_total",
-            Kind::Counter,
-            "Network core loop iterations.",
-            &|s| s.loop_stats.iterations,
-        );
-        per_core(
-            e,
-            "ringmq_core_busy_us_total",
-            Kind::Counter,
-            "Network core busy time, microseconds.",
-            &|s| s.loop_stats.busy_ns / 1000,
-        );
-        per_core(
-            e,
-            "ringmq_core_loop_max_busy_us",
-            Kind::Gauge,
-            "Longest single network core loop iteration, microseconds.",
-            &|s| s.loop_stats.max_busy_ns / 1000,
-        );
-        per_core(
-            e,
-            "ringmq_core_requests_total",
-            Kind::Counter,
-            "Requests decoded by the network core.",
-            &|s| s.requests,
-        );
-        per_core(
-            e,
-            "ringmq_core_connections",
-            Kind::Gauge,
-            "Open connections owned by the network core.",
-            &|s| s.connections,
-        );
-        per_core(
-            e,
-            "ringmq_core_recv_multishot",
-            Kind::Gauge,
-            "1 when the core receives with multishot into its provided buffer ring.",
-            &|s| u64::from(s.recv_multishot),
-        );
-        per_core(
-            e,
-            "ringmq_core_recv_multishot_arms_total",
-            Kind::Counter,
-            "Multishot receives armed (re-arms follow ring exhaustion and kernel ends).",
-            &|s| s.recv_multishot_arms,
-        );
-        per_core(
-            e,
-            "ringmq_core_recv_buffers_exhausted_total",
-            Kind::Counter,
-            "Times the core's provided buffer ring ran dry (ENOBUFS).",
-            &|s| s.recv_buffers_exhausted,
-        );
-        per_core(
-            e,
-            "ringmq_core_read_pauses_total",
-            Kind::Counter,
-            "Connections whose reads paused because their output was backed up.",
-            &|s| s.read_pauses,
-        );
-        per_core(
-            e,
-            "ringmq_core_bad_frames_total",
-            Kind::Counter,
-            "Connections closed after a malformed or oversize frame.",
-            &|s| s.bad_frames,
-        );
-        // The per-core memory and descriptor bounds of the network runtime: what was held,
-        // and how many connections were closed or refused to keep within them.
-        type CoreField = fn(&ringmq_runtime::CoreStats) -> u64;
-        const BOUNDS: [(&str, Kind, &str, CoreField); 7] = [
-            (
-                "ringmq_core_partial_frame_bytes",
-                Kind::Gauge,
-                "Frame-buffer bytes held for frames not yet complete.",
-                |s| s.partial_frame_bytes,
-            ),
-            (
-                "ringmq_core_partial_frame_closes_total",
-                Kind::Counter,
-                "Connections closed because the core's partial-frame bytes went over their bound.",
-                |s| s.partial_frame_closes,
-            ),
-            (
-                "ringmq_core_output_bytes",
-                Kind::Gauge,
-                "Unsent output bytes held in memory for the core's connections.",
-                |s| s.output_bytes,
-            ),
-            (
-                "ringmq_core_output_bytes_peak",
-                Kind::Gauge,
-                "The most unsent output bytes the core has held.",
-                |s| s.output_bytes_peak,
-            ),
-            (
-                "ringmq_core_output_closes_total",
-                Kind::Counter,
-                "Connections closed because the core's output bytes went over their bound.",
-                |s| s.output_closes,
-            ),
-            (
-                "ringmq_core_accept_errors_total",
-                Kind::Counter,
-                "Failed accepts (e.g. EMFILE at the descriptor limit), each followed by a back-off.",
-                |s| s.accept_errors,
-            ),
-            (
-                "ringmq_core_accept_refused_fd_reserve_total",
-                Kind::Counter,
-                "Connections closed right after accept to keep the descriptor reserve free.",
-                |s| s.accept_refused_fd_reserve,
-            ),
-        ];
-        for (name, kind, help, field) in BOUNDS {
-            per_core(e, name, kind, help, &field);
+    }
+    put(
+        "ringmq.appendLockHoldUs",
+        format!(
+            "{} {} {}",
+            s.lock_hold_p50_us, s.lock_hold_p99_us, s.lock_hold_max_us
+        ),
+    );
+    put("ringmq.appendBatches", s.append_batches.to_string());
+    put("ringmq.appendRecords", s.put_messages.to_string());
+    put(
+        "ringmq.recordsPerBatch",
+        format!("{:.2}", p.records_per_batch()),
+    );
+    put(
+        "ringmq.flushLatencyUs",
+        format!("{} {}", s.flush_p50_us, s.flush_p99_us),
+    );
+    put("ringmq.flushCount", s.flush_count.to_string());
+    put("ringmq.flushedBytes", p.flushed_bytes().to_string());
+    put(
+        "ringmq.bytesPerFdatasync",
+        format!("{:.0}", p.bytes_per_fdatasync()),
+    );
+    put(
+        "ringmq.reputLagBytes",
+        s.dispatch_behind_bytes.max(0).to_string(),
+    );
+    put("ringmq.putRejectedBusy", s.put_rejected_busy.to_string());
+    // Append-stage perf counters over sampled critical sections: `batches=N name=v ...`
+    // (only the counters this host can count).
+    if s.append_perf.values.iter().any(Option::is_some) {
+        put("ringmq.appendPerfCounters", s.append_perf.summary());
+    }
+    for (cpu, stalls) in p.stalls_by_cpu() {
+        put(&format!("ringmq.stallCount.core{cpu}"), stalls.to_string());
+    }
+}
+
+/// The append stage: critical-section time, batches, records and records per batch.
+fn render_append_stage(e: &mut Exposition, p: &StageProfile, s: &ringmq_store::StoreMetrics) {
+    e.family(
+        "ringmq_append_lock_hold_us",
+        Kind::Summary,
+        "Append stage critical-section time per batch (the lock-hold time), microseconds, since the store opened.",
+    );
+    for (q, v) in [
+        ("0.5", s.lock_hold_p50_us),
+        ("0.99", s.lock_hold_p99_us),
+        ("1", s.lock_hold_max_us),
+    ] {
+        e.sample("ringmq_append_lock_hold_us", &[("quantile", q)], v);
+    }
+    e.sample("ringmq_append_lock_hold_us_count", &[], s.append_batches);
+    e.family(
+        "ringmq_append_batches_total",
+        Kind::Counter,
+        "Append stage batches.",
+    );
+    e.sample("ringmq_append_batches_total", &[], s.append_batches);
+    e.family(
+        "ringmq_append_records_total",
+        Kind::Counter,
+        "Records appended to the CommitLog.",
+    );
+    e.sample("ringmq_append_records_total", &[], s.put_messages);
+    e.family(
+        "ringmq_append_records_per_batch",
+        Kind::Gauge,
+        "Mean records per append batch since the store opened.",
+    );
+    e.sample(
+        "ringmq_append_records_per_batch",
+        &[],
+        p.records_per_batch(),
+    );
+}
+
+/// The flush stage: sync latency, bytes made durable, and how many waiters one sync serves.
+fn render_flush_stage(e: &mut Exposition, p: &StageProfile, s: &ringmq_store::StoreMetrics) {
+    e.family(
+        "ringmq_flush_latency_us",
+        Kind::Summary,
+        "CommitLog flush (fdatasync/msync) latency, microseconds, since the store opened.",
+    );
+    for (q, v) in [("0.5", s.flush_p50_us), ("0.99", s.flush_p99_us)] {
+        e.sample("ringmq_flush_latency_us", &[("quantile", q)], v);
+    }
+    e.sample("ringmq_flush_latency_us_count", &[], s.flush_count);
+    e.family(
+        "ringmq_flushed_bytes_total",
+        Kind::Counter,
+        "CommitLog bytes made durable since start.",
+    );
+    e.sample("ringmq_flushed_bytes_total", &[], p.flushed_bytes());
+    e.family(
+        "ringmq_bytes_per_fdatasync",
+        Kind::Gauge,
+        "Mean bytes made durable per fdatasync/msync since start.",
+    );
+    e.sample("ringmq_bytes_per_fdatasync", &[], p.bytes_per_fdatasync());
+    e.family(
+        "ringmq_flush_group_mean",
+        Kind::Gauge,
+        "Mean SYNC_FLUSH waiters completed per flush.",
+    );
+    e.sample("ringmq_flush_group_mean", &[], s.flush_group_mean);
+}
+
+/// What the store has not caught up with or refused: the reput lag, busy refusals, and the
+/// CommitLog's written end.
+fn render_store_backlog(e: &mut Exposition, s: &ringmq_store::StoreMetrics) {
+    e.family(
+        "ringmq_reput_lag_bytes",
+        Kind::Gauge,
+        "CommitLog bytes not yet dispatched to consume queues and index.",
+    );
+    e.sample(
+        "ringmq_reput_lag_bytes",
+        &[],
+        s.dispatch_behind_bytes.max(0) as u64,
+    );
+    e.family(
+        "ringmq_store_put_rejected_busy_total",
+        Kind::Counter,
+        "Puts the store refused as busy.",
+    );
+    e.sample(
+        "ringmq_store_put_rejected_busy_total",
+        &[],
+        s.put_rejected_busy,
+    );
+    e.family(
+        "ringmq_commitlog_max_offset_bytes",
+        Kind::Gauge,
+        "CommitLog max (written) offset.",
+    );
+    e.sample(
+        "ringmq_commitlog_max_offset_bytes",
+        &[],
+        s.commit_log_max_offset.max(0) as u64,
+    );
+}
+
+/// One per-core family of the network runtime: name, kind, help, and the field it reads.
+type CoreFamily = (
+    &'static str,
+    Kind,
+    &'static str,
+    fn(&ringmq_runtime::CoreStats) -> u64,
+);
+
+/// The network cores' loop and receive counters, in the order the page lists them.
+const CORE_LOOP_FAMILIES: [CoreFamily; 11] = [
+    (
+        "ringmq_core_stalls_total",
+        Kind::Counter,
+        "Network core loop iterations busy longer than the stall threshold (500 us).",
+        |s| s.loop_stats.stalls,
+    ),
+    (
+        "ringmq_core_loop_iterations_total",
+        Kind::Counter,
+        "Network core loop iterations.",
+        |s| s.loop_stats.iterations,
+    ),
+    (
+        "ringmq_core_busy_us_total",
+        Kind::Counter,
+        "Network core busy time, microseconds.",
+        |s| s.loop_stats.busy_ns / 1000,
+    ),
+    (
+        "ringmq_core_loop_max_busy_us",
+        Kind::Gauge,
+        "Longest single network core loop iteration, microseconds.",
+        |s| s.loop_stats.max_busy_ns / 1000,
+    ),
+    (
+        "ringmq_core_requests_total",
+        Kind::Counter,
+        "Requests decoded by the network core.",
+        |s| s.requests,
+    ),
+    (
+        "ringmq_core_connections",
+        Kind::Gauge,
+        "Open connections owned by the network core.",
+        |s| s.connections,
+    ),
+    (
+        "ringmq_core_recv_multishot",
+        Kind::Gauge,
+        "1 when the core receives with multishot into its provided buffer ring.",
+        |s| u64::from(s.recv_multishot),
+    ),
+    (
+        "ringmq_core_recv_multishot_arms_total",
+        Kind::Counter,
+        "Multishot receives armed (re-arms follow ring exhaustion and kernel ends).",
+        |s| s.recv_multishot_arms,
+    ),
+    (
+        "ringmq_core_recv_buffers_exhausted_total",
+        Kind::Counter,
+        "Times the core's provided buffer ring ran dry (ENOBUFS).",
+        |s| s.recv_buffers_exhausted,
+    ),
+    (
+        "ringmq_core_read_pauses_total",
+        Kind::Counter,
+        "Connections whose reads paused because their output was backed up.",
+        |s| s.read_pauses,
+    ),
+    (
+        "ringmq_core_bad_frames_total",
+        Kind::Counter,
+        "Connections closed after a malformed or oversize frame.",
+        |s| s.bad_frames,
+    ),
+];
+
+/// The per-core memory and descriptor bounds of the network runtime: what was held, and how
+/// many connections were closed or refused to keep within them.
+const CORE_BOUND_FAMILIES: [CoreFamily; 7] = [
+    (
+        "ringmq_core_partial_frame_bytes",
+        Kind::Gauge,
+        "Frame-buffer bytes held for frames not yet complete.",
+        |s| s.partial_frame_bytes,
+    ),
+    (
+        "ringmq_core_partial_frame_closes_total",
+        Kind::Counter,
+        "Connections closed because the core's partial-frame bytes went over their bound.",
+        |s| s.partial_frame_closes,
+    ),
+    (
+        "ringmq_core_output_bytes",
+        Kind::Gauge,
+        "Unsent output bytes held in memory for the core's connections.",
+        |s| s.output_bytes,
+    ),
+    (
+        "ringmq_core_output_bytes_peak",
+        Kind::Gauge,
+        "The most unsent output bytes the core has held.",
+        |s| s.output_bytes_peak,
+    ),
+    (
+        "ringmq_core_output_closes_total",
+        Kind::Counter,
+        "Connections closed because the core's output bytes went over their bound.",
+        |s| s.output_closes,
+    ),
+    (
+        "ringmq_core_accept_errors_total",
+        Kind::Counter,
+        "Failed accepts (e.g. EMFILE at the descriptor limit), each followed by a back-off.",
+        |s| s.accept_errors,
+    ),
+    (
+        "ringmq_core_accept_refused_fd_reserve_total",
+        Kind::Counter,
+        "Connections closed right after accept to keep the descriptor reserve free.",
+        |s| s.accept_refused_fd_reserve,
+    ),
+];
+
+/// Every per-core family, one sample per network core labelled with its server, core index
+/// and CPU. Nothing when no server reported cores.
+fn render_core_stats(e: &mut Exposition, cores: &[ServerCoreStats]) {
+    if cores.is_empty() {
+        return;
+    }
+    for (name, kind, help, field) in CORE_LOOP_FAMILIES.into_iter().chain(CORE_BOUND_FAMILIES) {
+        e.family(name, kind, help);
+        for c in cores {
+            let (core, cpu) = (c.stats.index.to_string(), c.stats.cpu.to_string());
+            e.sample(
+                name,
+                &[("server", &c.server), ("core", &core), ("cpu", &cpu)],
+                field(&c.stats),
+            );
         }
     }
 }
@@ -1335,15 +1384,6 @@ fn render_append_perf(e: &mut Exposition, perf: &ringmq_store::perf_event::Count
         e.family(&name, Kind::Counter, help);
         e.sample(&name, &[], v);
     }
-}
-
-pub fn render_exposition(ctx: &crate::context::BrokerContext) -> String {
-    let gauges = BrokerGauges {
-        permission: ctx.live.broker_permission(),
-        topics: ctx.topics.topic_names().len() as u64,
-        consumer_groups: ctx.groups.wrapper().subscription_group_table.len() as u64,
-    };
-    ctx.metrics.render(&gauges)
 }
 
 /// Where the broker's metrics endpoint listens: `ringmq.metricsPort` when above 0, else
@@ -1657,6 +1697,170 @@ mod tests {
         let mut kv = BTreeMap::new();
         m.runtime_info_into(&mut kv);
         assert!(!kv.contains_key("ringmq.appendPerfCounters"));
+    }
+
+    /// A core whose every counter is `base` plus a distinct offset.
+    fn core_with(server: &str, index: usize, base: u64) -> ServerCoreStats {
+        let stats = ringmq_runtime::CoreStats {
+            index,
+            cpu: index + 10,
+            connections: base + 1,
+            requests: base + 2,
+            bad_frames: base + 3,
+            read_pauses: base + 4,
+            recv_multishot: true,
+            recv_multishot_arms: base + 5,
+            recv_buffers_exhausted: base + 6,
+            partial_frame_bytes: base + 7,
+            partial_frame_closes: base + 8,
+            output_bytes: base + 9,
+            output_bytes_peak: base + 10,
+            output_closes: base + 11,
+            accept_errors: base + 12,
+            accept_refused_fd_reserve: base + 13,
+            loop_stats: ringmq_runtime::StallStats {
+                iterations: base + 14,
+                stalls: base + 15,
+                max_busy_ns: (base + 16) * 1000,
+                busy_ns: (base + 17) * 1000,
+            },
+            ..Default::default()
+        };
+        ServerCoreStats {
+            server: server.to_string(),
+            stats,
+        }
+    }
+
+    type StoreFamily = (&'static str, &'static str, &'static [(&'static str, f64)]);
+
+    /// Store families of the stage profile: name, kind, and (sample suffix, value) pairs;
+    /// `B` stands for the broker's labels.
+    const STAGE_STORE_FAMILIES: [StoreFamily; 11] = [
+        (
+            "ringmq_append_lock_hold_us",
+            "summary",
+            &[
+                ("{B,quantile=\"0.5\"}", 11.0),
+                ("{B,quantile=\"0.99\"}", 12.0),
+                ("{B,quantile=\"1\"}", 13.0),
+                ("_count{B}", 4.0),
+            ],
+        ),
+        ("ringmq_append_batches_total", "counter", &[("{B}", 4.0)]),
+        ("ringmq_append_records_total", "counter", &[("{B}", 10.0)]),
+        ("ringmq_append_records_per_batch", "gauge", &[("{B}", 2.5)]),
+        (
+            "ringmq_flush_latency_us",
+            "summary",
+            &[
+                ("{B,quantile=\"0.5\"}", 21.0),
+                ("{B,quantile=\"0.99\"}", 22.0),
+                ("_count{B}", 5.0),
+            ],
+        ),
+        ("ringmq_flushed_bytes_total", "counter", &[("{B}", 1000.0)]),
+        ("ringmq_bytes_per_fdatasync", "gauge", &[("{B}", 200.0)]),
+        ("ringmq_flush_group_mean", "gauge", &[("{B}", 2.5)]),
+        ("ringmq_reput_lag_bytes", "gauge", &[("{B}", 31.0)]),
+        (
+            "ringmq_store_put_rejected_busy_total",
+            "counter",
+            &[("{B}", 32.0)],
+        ),
+        (
+            "ringmq_commitlog_max_offset_bytes",
+            "gauge",
+            &[("{B}", 33.0)],
+        ),
+    ];
+
+    /// Per-core families: name, kind, and the offset of its field from the core's base
+    /// (None: the multishot flag, 1).
+    const STAGE_CORE_FAMILIES: [(&str, &str, Option<u64>); 18] = [
+        ("ringmq_core_stalls_total", "counter", Some(15)),
+        ("ringmq_core_loop_iterations_total", "counter", Some(14)),
+        ("ringmq_core_busy_us_total", "counter", Some(17)),
+        ("ringmq_core_loop_max_busy_us", "gauge", Some(16)),
+        ("ringmq_core_requests_total", "counter", Some(2)),
+        ("ringmq_core_connections", "gauge", Some(1)),
+        ("ringmq_core_recv_multishot", "gauge", None),
+        ("ringmq_core_recv_multishot_arms_total", "counter", Some(5)),
+        (
+            "ringmq_core_recv_buffers_exhausted_total",
+            "counter",
+            Some(6),
+        ),
+        ("ringmq_core_read_pauses_total", "counter", Some(4)),
+        ("ringmq_core_bad_frames_total", "counter", Some(3)),
+        ("ringmq_core_partial_frame_bytes", "gauge", Some(7)),
+        ("ringmq_core_partial_frame_closes_total", "counter", Some(8)),
+        ("ringmq_core_output_bytes", "gauge", Some(9)),
+        ("ringmq_core_output_bytes_peak", "gauge", Some(10)),
+        ("ringmq_core_output_closes_total", "counter", Some(11)),
+        ("ringmq_core_accept_errors_total", "counter", Some(12)),
+        (
+            "ringmq_core_accept_refused_fd_reserve_total",
+            "counter",
+            Some(13),
+        ),
+    ];
+
+    /// The stage-profile part of the page: each family is listed in this order with its kind,
+    /// and each sample carries the value of its own store or core field.
+    #[test]
+    fn stage_profile_families_read_their_own_fields_in_page_order() {
+        use std::sync::atomic::{AtomicI64, Ordering};
+        let m = BrokerMetrics::new("C", "B");
+        // The flushed offset grows by 1000 bytes between the probe's install and the scrape.
+        let flushed = AtomicI64::new(0);
+        m.set_store_probe(Box::new(move || ringmq_store::StoreMetrics {
+            lock_hold_p50_us: 11,
+            lock_hold_p99_us: 12,
+            lock_hold_max_us: 13,
+            append_batches: 4,
+            put_messages: 10,
+            flush_p50_us: 21,
+            flush_p99_us: 22,
+            flush_count: 5,
+            flush_group_mean: 2.5,
+            dispatch_behind_bytes: 31,
+            put_rejected_busy: 32,
+            commit_log_max_offset: 33,
+            commit_log_flushed_offset: flushed.fetch_add(1000, Ordering::Relaxed) + 1000,
+            ..Default::default()
+        }));
+        m.set_core_probe(Box::new(|| {
+            vec![core_with("broker", 0, 100), core_with("broker-vip", 1, 200)]
+        }));
+        let text = m.render(&BrokerGauges::default());
+        let base = "cluster=\"C\",node_type=\"broker\",node_id=\"B\"";
+        let mut last_type_at = 0;
+        let mut in_order = |name: &str, kind: &str| {
+            let at = text
+                .find(&format!("# TYPE {name} {kind}\n"))
+                .unwrap_or_else(|| panic!("{name} {kind} missing:\n{text}"));
+            assert!(at > last_type_at, "{name} out of order");
+            last_type_at = at;
+        };
+        for (name, kind, samples) in STAGE_STORE_FAMILIES {
+            in_order(name, kind);
+            for (suffix, v) in samples {
+                let line = format!("{name}{}", suffix.replace('B', base));
+                assert_eq!(value_of(&text, &format!("{line} ")), Some(*v), "{line}");
+            }
+        }
+        for (name, kind, offset) in STAGE_CORE_FAMILIES {
+            in_order(name, kind);
+            for (server, index, core_base) in [("broker", 0, 100), ("broker-vip", 1, 200)] {
+                let line = format!(
+                    "{name}{{{base},server=\"{server}\",core=\"{index}\",cpu=\"{}\"}} ",
+                    index + 10
+                );
+                let want = offset.map_or(1, |o| core_base + o) as f64;
+                assert_eq!(value_of(&text, &line), Some(want), "{line}");
+            }
+        }
     }
 
     #[test]

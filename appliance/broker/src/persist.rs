@@ -1,53 +1,18 @@
 //! Persistence of the broker's `config/*.json` files (store.md §13.1): crash-safe writes with a
-//! `.bak` fallback, the `dataVersion` object, and the fastjson dialect (bare numeric object keys)
+//! `.bak` fallback, and the fastjson dialect (bare numeric object keys)
 //! that Java brokers write and read.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use ringmq_remoting::body::topic::DataVersion;
+use ringmq_remoting::json::Value;
 use ringmq_sync::LockExt;
-use serde::{Deserialize, Serialize};
 
 /// The one wall clock (milliseconds since the epoch), kept reachable here for the broker's
 /// many `persist::now_ms` callers.
 pub use ringmq_sync::now_ms;
-
-/// `DataVersion`: bumped on every change so name servers and slaves notice updates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DataVersion {
-    #[serde(default)]
-    pub counter: i64,
-    #[serde(default)]
-    pub state_version: i64,
-    #[serde(default)]
-    pub timestamp: i64,
-}
-
-impl Default for DataVersion {
-    fn default() -> Self {
-        Self {
-            counter: 0,
-            state_version: 0,
-            timestamp: now_ms(),
-        }
-    }
-}
-
-impl DataVersion {
-    pub fn next_version(&mut self) {
-        self.counter += 1;
-        self.timestamp = now_ms();
-    }
-
-    pub fn to_json(&self) -> String {
-        format!(
-            "{{\"counter\":{},\"stateVersion\":{},\"timestamp\":{}}}",
-            self.counter, self.state_version, self.timestamp
-        )
-    }
-}
 
 fn bak_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -117,6 +82,37 @@ pub fn read_config_file<T>(
         Some(e) => Err(e),
         None => Ok(None),
     }
+}
+
+/// Writes `value` to `path` in the two-space layout the broker's `config/*.json` files have
+/// always had (Java brokers read it as well).
+pub fn write_pretty_json(path: &Path, value: &Value) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    write_config_file(path, &text)
+}
+
+/// An offsets file (`consumerOffset.json`, `delayOffset.json`) as read.
+pub struct OffsetFile {
+    /// `offsetTable`'s entries (empty when it is absent or not an object).
+    pub offset_table: serde_json::Map<String, serde_json::Value>,
+    /// `dataVersion`, when present and readable.
+    pub data_version: Option<DataVersion>,
+}
+
+/// Reads an offsets file in either dialect, or its `.bak` ([`read_config_file`]).
+pub fn read_offset_file(path: &Path) -> Result<Option<OffsetFile>, String> {
+    read_config_file(path, |text| {
+        let v: serde_json::Value =
+            serde_json::from_str(&fastjson_to_standard(text)).map_err(|e| e.to_string())?;
+        let offset_table = v.get("offsetTable").and_then(|t| t.as_object()).cloned();
+        let data_version = v
+            .get("dataVersion")
+            .and_then(|d| DataVersion::decode(d.to_string().as_bytes()).ok());
+        Ok(OffsetFile {
+            offset_table: offset_table.unwrap_or_default(),
+            data_version,
+        })
+    })
 }
 
 /// Rewrites fastjson's non-standard output into standard JSON (bare numeric object keys

@@ -20,6 +20,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use ringmq_remoting::body::register::RegisterBrokerBody;
+use ringmq_remoting::body::topic::TopicConfigAndMappingSerializeWrapper;
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
@@ -175,17 +177,20 @@ pub fn register_body(ctx: &BrokerContext) -> String {
     // every topic with the reduced permission, so clients route sends or pulls to other
     // brokers instead of being refused here.
     if !ctx.live.is_writeable() || !ctx.live.is_readable() {
-        let broker_perm = ctx.live.broker_permission();
+        // Permission bits fit in the low nibble, so the mask is the same as a Java int.
+        let broker_perm = ctx.live.broker_permission() as i32;
         for tc in wrapper.topic_config_table.values_mut() {
             tc.perm &= broker_perm;
         }
     }
-    let dv = wrapper.data_version.to_json();
-    let table =
-        serde_json::to_string(&wrapper.topic_config_table).unwrap_or_else(|_| "{}".to_string());
-    format!(
-        "{{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{{\"dataVersion\":{dv},\"mappingDataVersion\":{dv},\"topicConfigTable\":{table},\"topicQueueMappingDetailMap\":{{}},\"topicQueueMappingInfoMap\":{{}}}}}}"
-    )
+    RegisterBrokerBody {
+        topic_config_serialize_wrapper: TopicConfigAndMappingSerializeWrapper {
+            mapping_data_version: wrapper.data_version,
+            ..wrapper.into()
+        },
+        filter_server_list: Vec::new(),
+    }
+    .encode_json()
 }
 
 fn register_request(ctx: &BrokerContext) -> RemotingCommand {

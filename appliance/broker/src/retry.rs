@@ -8,11 +8,12 @@
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use ringmq_remoting::body::subscription::SubscriptionGroupConfig;
 use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::header::ConsumerSendMsgBackRequestHeader;
 use ringmq_remoting::message::id;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
-use ringmq_remoting::message::record::{self, Decoded, RecordFields};
+use ringmq_remoting::message::record::{self, Decoded, RecordFields, StoredRecord};
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext};
 use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
@@ -122,6 +123,9 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: String) -> Repl
     error_response(request, code, remark).into()
 }
 
+/// Why a send-back is refused: the response code and its remark.
+type Refusal = (ResponseCode, String);
+
 /// CONSUMER_SEND_MSG_BACK (36).
 pub fn consumer_send_msg_back(
     ctx: &Arc<BrokerContext>,
@@ -132,82 +136,37 @@ pub fn consumer_send_msg_back(
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
-    let config = &ctx.config;
-    if !config.is_master() {
-        return refuse(
-            &request,
-            ResponseCode::SystemError,
-            format!("no master available along with {}", config.broker_ip1),
-        );
-    }
-    let group = header.group.as_str();
-    let Some(group_config) = ctx.groups.find(group) else {
-        return refuse(
-            &request,
-            ResponseCode::SubscriptionGroupNotExist,
-            subscription_group_not_exist_remark(group),
-        );
-    };
-    if !ctx.live.is_writeable() {
-        return refuse(
-            &request,
-            ResponseCode::NoPermission,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                config.broker_ip1
-            ),
-        );
-    }
-    if group_config.retry_queue_nums == 0 {
+    match send_back_put(ctx, &header) {
+        Ok(Some(put)) => put_and_answer(ctx, request, rc, put, header.group),
         // The group opted out of retries: the message is dropped, as upstream does.
-        return request
+        Ok(None) => request
             .response_to(ResponseCode::Success.code(), None)
-            .into();
+            .into(),
+        Err((code, remark)) => refuse(&request, code, remark),
     }
-    let retry_topic = topics::retry_topic(group);
-    let retry_tc = ctx.topics.create_topic_of_retry(
-        &retry_topic,
-        group_config.retry_queue_nums,
-        PERM_READ | PERM_WRITE,
-    );
-    if !retry_tc.is_writeable() {
-        return refuse(
-            &request,
-            ResponseCode::NoPermission,
-            format!("the topic[{retry_topic}] sending message is forbidden"),
-        );
+}
+
+/// The put that stores the sent-back copy, or `None` when the group takes no retries.
+fn send_back_put(
+    ctx: &BrokerContext,
+    header: &ConsumerSendMsgBackRequestHeader,
+) -> Result<Option<PutRequest>, Refusal> {
+    let group = header.group.as_str();
+    let group_config = send_back_group(ctx, group)?;
+    if group_config.retry_queue_nums == 0 {
+        return Ok(None);
     }
-    let retry_queue_id = random_below(group_config.retry_queue_nums) as i32;
-    let Some(original) = ctx.store.look_message_by_offset(header.offset) else {
-        return refuse(
-            &request,
-            ResponseCode::SystemError,
-            format!("look message by offset failed, {}", header.offset),
-        );
-    };
-    let rec = match record::decode_record(&original, false) {
-        Ok(Decoded::Message(r)) => r,
-        Ok(Decoded::Blank { .. }) | Err(_) => {
-            return refuse(
-                &request,
+    let retry_queue_id = retry_queue_of(ctx, group, group_config.retry_queue_nums)?;
+    let original = ctx
+        .store
+        .look_message_by_offset(header.offset)
+        .ok_or_else(|| {
+            (
                 ResponseCode::SystemError,
-                format!(
-                "look message by offset failed, {}: no message record at that commit-log offset",
-                header.offset
-            ),
+                format!("look message by offset failed, {}", header.offset),
             )
-        }
-    };
-    let original_topic = match rec.topic() {
-        Ok(t) => t.to_string(),
-        Err(e) => {
-            return refuse(
-                &request,
-                ResponseCode::SystemError,
-                format!("stored message at {} is unreadable: {e}", header.offset),
-            )
-        }
-    };
+        })?;
+    let (rec, original_topic) = decode_original(&original, header.offset)?;
     let mut props = MessageProperties::parse_bytes(rec.properties);
     if props.get(keys::RETRY_TOPIC).is_none() {
         let _ = props.insert(keys::RETRY_TOPIC, &original_topic);
@@ -223,27 +182,113 @@ pub fn consumer_send_msg_back(
         header.delay_level,
         retry_queue_id,
     );
-    let (mut topic, mut queue_id) = match &route {
+    let (topic, queue_id) = apply_route(ctx, &route, &mut props)?;
+    if matches!(route, SendBackRoute::DeadLetter { .. }) {
+        tracing::info!(
+            group,
+            reconsume = rec.reconsume_times,
+            max_reconsume,
+            delay_level = header.delay_level,
+            "send-back goes to {topic}"
+        );
+    }
+    if props.get(keys::ORIGIN_MESSAGE_ID).is_none_or(str::is_empty) {
+        let origin = id::encode_offset_msg_id(&rec.store_host, rec.physical_offset);
+        let _ = props.insert(keys::ORIGIN_MESSAGE_ID, &origin);
+    }
+    let (topic, queue_id) = park_retry(ctx, &route, &mut props, topic, queue_id);
+    encode_copy(ctx, &rec, topic, queue_id, &props).map(Some)
+}
+
+/// The group's config, once this broker may take a send-back for it: a master, the group
+/// known, the broker writeable.
+fn send_back_group(
+    ctx: &BrokerContext,
+    group: &str,
+) -> Result<Arc<SubscriptionGroupConfig>, Refusal> {
+    let config = &ctx.config;
+    if !config.is_master() {
+        return Err((
+            ResponseCode::SystemError,
+            format!("no master available along with {}", config.broker_ip1),
+        ));
+    }
+    let Some(group_config) = ctx.groups.find(group) else {
+        return Err((
+            ResponseCode::SubscriptionGroupNotExist,
+            subscription_group_not_exist_remark(group),
+        ));
+    };
+    if !ctx.live.is_writeable() {
+        return Err((
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                config.broker_ip1
+            ),
+        ));
+    }
+    Ok(group_config)
+}
+
+/// Creates `%RETRY%group` when missing and picks one of its `retry_queue_nums` queues.
+fn retry_queue_of(ctx: &BrokerContext, group: &str, retry_queue_nums: u32) -> Result<i32, Refusal> {
+    let retry_topic = topics::retry_topic(group);
+    let retry_tc =
+        ctx.topics
+            .create_topic_of_retry(&retry_topic, retry_queue_nums, PERM_READ | PERM_WRITE);
+    if !retry_tc.is_writeable() {
+        return Err((
+            ResponseCode::NoPermission,
+            format!("the topic[{retry_topic}] sending message is forbidden"),
+        ));
+    }
+    Ok(random_below(retry_queue_nums) as i32)
+}
+
+/// The message record at commit-log `offset` and its topic.
+fn decode_original(original: &[u8], offset: i64) -> Result<(StoredRecord<'_>, String), Refusal> {
+    let rec = match record::decode_record(original, false) {
+        Ok(Decoded::Message(r)) => r,
+        Ok(Decoded::Blank { .. }) | Err(_) => {
+            return Err((
+                ResponseCode::SystemError,
+                format!(
+                    "look message by offset failed, {offset}: no message record at that commit-log offset"
+                ),
+            ))
+        }
+    };
+    let topic = rec.topic().map_err(|e| {
+        (
+            ResponseCode::SystemError,
+            format!("stored message at {offset} is unreadable: {e}"),
+        )
+    })?;
+    let topic = topic.to_string();
+    Ok((rec, topic))
+}
+
+/// The topic and queue `route` names, with the DELAY property it implies; a dead-letter topic
+/// is created on demand and must be writeable.
+fn apply_route(
+    ctx: &BrokerContext,
+    route: &SendBackRoute,
+    props: &mut MessageProperties,
+) -> Result<(String, i32), Refusal> {
+    match route {
         SendBackRoute::DeadLetter { topic, queue_id } => {
             let tc =
                 ctx.topics
                     .create_topic_of_retry(topic, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE);
             if !tc.is_writeable() {
-                return refuse(
-                    &request,
+                return Err((
                     ResponseCode::NoPermission,
                     format!("the topic[{topic}] sending message is forbidden"),
-                );
+                ));
             }
             let _ = props.insert(keys::DELAY, "0");
-            tracing::info!(
-                group,
-                reconsume = rec.reconsume_times,
-                max_reconsume,
-                delay_level = header.delay_level,
-                "send-back goes to {topic}"
-            );
-            (topic.clone(), *queue_id)
+            Ok((topic.clone(), *queue_id))
         }
         SendBackRoute::Retry {
             topic,
@@ -251,26 +296,44 @@ pub fn consumer_send_msg_back(
             delay_level,
         } => {
             let _ = props.insert(keys::DELAY, &delay_level.to_string());
-            (topic.clone(), *queue_id)
+            Ok((topic.clone(), *queue_id))
         }
+    }
+}
+
+/// The put hook: a retry waits in SCHEDULE_TOPIC_XXXX and comes back to %RETRY%group; a
+/// dead letter is stored where it is.
+fn park_retry(
+    ctx: &BrokerContext,
+    route: &SendBackRoute,
+    props: &mut MessageProperties,
+    topic: String,
+    queue_id: i32,
+) -> (String, i32) {
+    let SendBackRoute::Retry { delay_level, .. } = route else {
+        return (topic, queue_id);
     };
-    if props.get(keys::ORIGIN_MESSAGE_ID).is_none_or(str::is_empty) {
-        let origin = id::encode_offset_msg_id(&rec.store_host, rec.physical_offset);
-        let _ = props.insert(keys::ORIGIN_MESSAGE_ID, &origin);
+    match schedule::park_delayed(
+        props,
+        &topic,
+        queue_id,
+        *delay_level,
+        ctx.delay_levels_ms.len(),
+    ) {
+        Some(parked) => (parked.topic, parked.queue_id),
+        None => (topic, queue_id),
     }
-    // The put hook: a retry waits in SCHEDULE_TOPIC_XXXX and comes back to %RETRY%group.
-    if let SendBackRoute::Retry { delay_level, .. } = route {
-        if let Some(parked) = schedule::park_delayed(
-            &mut props,
-            &topic,
-            queue_id,
-            delay_level,
-            ctx.delay_levels_ms.len(),
-        ) {
-            topic = parked.topic;
-            queue_id = parked.queue_id;
-        }
-    }
+}
+
+/// The put of the sent-back copy: the original's body and flags, one more reconsume, this
+/// broker as STOREHOST.
+fn encode_copy(
+    ctx: &BrokerContext,
+    rec: &StoredRecord<'_>,
+    topic: String,
+    queue_id: i32,
+    props: &MessageProperties,
+) -> Result<PutRequest, Refusal> {
     let mut prop_bytes = Vec::with_capacity(rec.properties.len() + 96);
     props.encode_into(&mut prop_bytes);
     let fields = RecordFields {
@@ -290,14 +353,13 @@ pub fn consumer_send_msg_back(
         properties: &prop_bytes,
     };
     let mut records = BytesMut::with_capacity(fields.encoded_size());
-    if let Err(e) = record::encode_record(&fields, &mut records) {
-        return refuse(
-            &request,
+    record::encode_record(&fields, &mut records).map_err(|e| {
+        (
             ResponseCode::MessageIllegal,
             format!("the sent-back message cannot be stored: {e}"),
-        );
-    }
-    let put = PutRequest {
+        )
+    })?;
+    Ok(PutRequest {
         topic,
         queue_id,
         sys_flag: rec.sys_flag,
@@ -305,21 +367,27 @@ pub fn consumer_send_msg_back(
         record_count: 1,
         keys: props.get(keys::KEYS).map(str::to_string),
         wait_store_msg_ok: false,
-    };
+    })
+}
+
+/// Hands `put` to the store; the answer (SYSTEM_ERROR with the put status when it was not
+/// stored) leaves once the store completed it.
+fn put_and_answer(
+    ctx: &BrokerContext,
+    request: RemotingCommand,
+    rc: &RequestContext,
+    put: PutRequest,
+    group: String,
+) -> Reply {
     let oneway = request.is_oneway();
     let response = request.response_to(ResponseCode::Success.code(), None);
     let done = if oneway { None } else { Some(rc.responder()) };
-    let group_owned = group.to_string();
     ctx.store.put(
         put,
         Box::new(move |result: PutResult| {
             let mut response = response;
             if result.status != PutMessageStatus::PutOk {
-                tracing::warn!(
-                    group = group_owned,
-                    status = result.status.name(),
-                    "send-back not stored"
-                );
+                tracing::warn!(group, status = result.status.name(), "send-back not stored");
                 response.code = ResponseCode::SystemError.code();
                 response.remark = Some(result.status.name().to_string());
             }
@@ -339,8 +407,8 @@ pub fn consumer_send_msg_back(
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
-    use crate::metadata::subscription_group::SubscriptionGroupConfig;
     use crate::test_support::{finish, send_simple, test_context, FakeChannel};
+    use ringmq_remoting::body::subscription::SubscriptionGroupConfig;
     use ringmq_remoting::header::CommandHeader;
     use ringmq_remoting::message::properties;
     use ringmq_store::{AcceptAll, MemStore, StoreApi};

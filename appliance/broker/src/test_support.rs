@@ -96,13 +96,11 @@ fn answered(answer: Option<Option<Response>>) -> Result<Response, String> {
     }
 }
 
-/// A context over a fresh [`MemStore`] with the hold service running.
+/// A context over a fresh [`MemStore`]. No network core runs: held pulls wait in the
+/// hold service's detached table, driven by [`await_answer`] (or `ctx.on_core_wake(0)`).
 pub fn test_context(config: BrokerConfig) -> (Arc<BrokerContext>, Arc<MemStore>) {
     let store = Arc::new(MemStore::new());
     let ctx = BrokerContext::for_tests(config, store.clone() as Arc<dyn StoreApi>);
-    let s = store.clone();
-    ctx.hold
-        .start(Box::new(move |t, q| s.max_offset_in_queue(t, q)));
     (ctx, store)
 }
 
@@ -128,12 +126,39 @@ pub fn finish(reply: Reply, ch: &FakeChannel) -> Response {
     }
 }
 
+/// [`finish`], doing the per-core work a network core's loop would (held pulls) while it
+/// waits for a deferred answer.
+pub fn finish_on(ctx: &BrokerContext, reply: Reply, ch: &FakeChannel) -> Response {
+    match reply {
+        Reply::Later => await_answer(ctx, ch, ANSWER_WAIT).expect("deferred answer within 5 s"),
+        other => finish(other, ch),
+    }
+}
+
+/// The next deferred answer on `ch`, calling `ctx.on_core_wake(0)` while waiting up to
+/// `timeout`.
+pub fn await_answer(
+    ctx: &BrokerContext,
+    ch: &FakeChannel,
+    timeout: Duration,
+) -> Result<Response, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        ctx.on_core_wake(0);
+        let answer = ch.take_answer();
+        if answer.is_some() || Instant::now() >= deadline {
+            return answered(answer);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 pub fn run(ctx: &Arc<BrokerContext>, req: RemotingCommand) -> Response {
     run_on(ctx, req, &FakeChannel::new(1))
 }
 
 pub fn run_on(ctx: &Arc<BrokerContext>, req: RemotingCommand, ch: &Arc<FakeChannel>) -> Response {
-    finish(dispatch(ctx, req, ch, 0), ch)
+    finish_on(ctx, dispatch(ctx, req, ch, 0), ch)
 }
 
 pub fn run_with_queue_delay(
@@ -142,7 +167,7 @@ pub fn run_with_queue_delay(
     queued_ms: u64,
 ) -> Response {
     let ch = FakeChannel::new(1);
-    finish(dispatch(ctx, req, &ch, queued_ms), &ch)
+    finish_on(ctx, dispatch(ctx, req, &ch, queued_ms), &ch)
 }
 
 /// Dispatches on a fresh connection; its deferred answer, if any, arrives on that connection.

@@ -16,10 +16,22 @@ use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
 #[path = "broker/config_update_validation.rs"]
 mod config_update_validation;
+#[path = "broker/layering.rs"]
+mod layering;
+#[path = "broker/live_config_keys.rs"]
+mod live_config_keys;
+#[path = "broker/long_polling_cores.rs"]
+mod long_polling_cores;
+#[path = "broker/metadata_json.rs"]
+mod metadata_json;
+#[path = "broker/pipeline.rs"]
+mod pipeline;
 #[path = "broker/required_headers.rs"]
 mod required_headers;
 #[path = "broker/store_api.rs"]
 mod store_api;
+#[path = "broker/topics_json.rs"]
+mod topics_json;
 #[path = "broker/typed_decoding.rs"]
 mod typed_decoding;
 #[path = "broker/upstream_parity.rs"]

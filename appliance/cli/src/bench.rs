@@ -804,10 +804,14 @@ async fn send_loop(
             }
             None => Instant::now(),
         };
-        // The template is sent by reference unless each message needs its own KEYS: a
-        // clone per message (topic and property map) was measurable load-generator CPU.
+        // The template is sent by reference unless each message needs its own KEYS or
+        // (e2e) its own send time: a clone per message (topic and property map) was
+        // measurable load-generator CPU.
         let keyed;
-        let msg = if args.keys {
+        let msg = if args.mode == BenchMode::E2e {
+            keyed = stamped(&template, wall_us(intended));
+            &keyed
+        } else if args.keys {
             key_counter += 1;
             let key = format!("{}-{}-{key_counter}", std::process::id(), now_ms());
             keyed = template
@@ -841,6 +845,55 @@ async fn send_loop(
             Err(e) => stats.fail(&e),
         }
     }
+}
+
+/// The first bytes of an e2e message body: this tag, then the intended send time in
+/// microseconds since the Unix epoch (little endian). The message's born timestamp has
+/// only millisecond resolution, too coarse for sub-millisecond end-to-end latency.
+const SEND_TIME_TAG: &[u8; 4] = b"RMQT";
+const SEND_TIME_BYTES: usize = 12;
+
+/// Wall-clock microseconds of `at`, an instant of this run, from one anchor taken once
+/// (producer and consumer share the process, hence the clock; later wall-clock steps do
+/// not skew the measurement).
+fn wall_us(at: Instant) -> u64 {
+    static ANCHOR: std::sync::OnceLock<(Instant, u64)> = std::sync::OnceLock::new();
+    let (anchor, anchor_us) = *ANCHOR.get_or_init(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        (Instant::now(), now.as_micros() as u64)
+    });
+    if at >= anchor {
+        anchor_us + at.duration_since(anchor).as_micros() as u64
+    } else {
+        anchor_us.saturating_sub(anchor.duration_since(at).as_micros() as u64)
+    }
+}
+
+/// A copy of `template` whose body starts with the send time (bodies shorter than the
+/// stamp are sent as they are and measured by born timestamp).
+fn stamped(template: &Message, send_us: u64) -> Message {
+    let mut m = template.clone();
+    if m.body.len() >= SEND_TIME_BYTES {
+        let mut body = m.body.to_vec();
+        body[..4].copy_from_slice(SEND_TIME_TAG);
+        body[4..SEND_TIME_BYTES].copy_from_slice(&send_us.to_le_bytes());
+        m.body = Bytes::from(body);
+    }
+    m
+}
+
+/// End-to-end latency of a consumed message: from the stamped send time in microseconds
+/// when the body carries one, else from the born timestamp (milliseconds).
+fn e2e_latency(body: &[u8], born_ms: i64, now: Instant) -> Duration {
+    if body.len() >= SEND_TIME_BYTES && &body[..4] == SEND_TIME_TAG {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&body[4..SEND_TIME_BYTES]);
+        let sent_us = u64::from_le_bytes(raw);
+        return Duration::from_micros(wall_us(now).saturating_sub(sent_us));
+    }
+    Duration::from_millis((now_ms() - born_ms).max(0) as u64)
 }
 
 fn make_body(len: usize) -> Vec<u8> {
@@ -935,15 +988,13 @@ fn consumer_thread(
                     match c.pull_with(&mq, offset, &opts).await {
                         Ok(r) => {
                             if r.status == PullStatus::Found {
-                                let now = now_ms();
+                                let now = Instant::now();
                                 let n = r.messages.len() as u64;
                                 if !ctl.claim(n) {
                                     ctl.stop.store(true, Ordering::Relaxed);
                                 }
                                 for m in &r.messages {
-                                    let lat = Duration::from_millis(
-                                        (now - m.born_timestamp_ms).max(0) as u64,
-                                    );
+                                    let lat = e2e_latency(&m.body, m.born_timestamp_ms, now);
                                     s.ok(1, m.body.len() as u64, lat);
                                 }
                             }
@@ -990,6 +1041,28 @@ pub fn main(args: &[String]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An e2e body carries its send time in microseconds; latency is measured from it,
+    /// not from the millisecond born timestamp, and short bodies fall back to that.
+    #[test]
+    fn e2e_latency_comes_from_the_stamped_send_time_in_microseconds() {
+        let template = Message::new("T", Bytes::from(make_body(64)));
+        let sent = Instant::now();
+        let m = stamped(&template, wall_us(sent));
+        assert_eq!(&m.body[..4], SEND_TIME_TAG);
+        assert_eq!(m.body.len(), 64);
+        let later = sent + Duration::from_micros(250);
+        let lat = e2e_latency(&m.body, 0, later).as_micros();
+        // Each instant is truncated to whole microseconds on its own.
+        assert!((249..=251).contains(&lat), "{lat} µs");
+        let short = stamped(
+            &Message::new("T", Bytes::from_static(b"tiny")),
+            wall_us(sent),
+        );
+        assert_eq!(&short.body[..], b"tiny");
+        let born_ms = now_ms() - 5;
+        assert!(e2e_latency(&short.body, born_ms, Instant::now()) >= Duration::from_millis(4));
+    }
 
     #[test]
     fn flags_parse_like_rocketmq_tools() {

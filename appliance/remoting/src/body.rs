@@ -10,6 +10,7 @@ pub mod kv;
 pub mod register;
 pub mod route;
 pub mod stats;
+pub mod subscription;
 #[doc(hidden)]
 pub mod testing;
 pub mod topic;

@@ -809,6 +809,53 @@ pub mod read {
     }
 }
 
+/// Lets a tree built by the body encoders go through any serde format, e.g.
+/// `serde_json::to_string_pretty` for the two-space layout of the broker's persisted
+/// `config/*.json` files. Keys keep the tree's order; a number goes out as the integer or
+/// float its text reads as.
+impl serde::Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Value::Null => serializer.serialize_unit(),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Number(text) => {
+                if let Ok(n) = text.parse::<i64>() {
+                    serializer.serialize_i64(n)
+                } else if let Ok(n) = text.parse::<u64>() {
+                    serializer.serialize_u64(n)
+                } else if let Ok(n) = text.parse::<f64>() {
+                    serializer.serialize_f64(n)
+                } else {
+                    Err(serde::ser::Error::custom(format!(
+                        "JSON number text {text:?} is not a number"
+                    )))
+                }
+            }
+            Value::String(s) => serializer.serialize_str(s),
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Value::Object(entries) => {
+                let mut map = serializer.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    match k {
+                        Value::String(s) | Value::Number(s) => map.serialize_key(s)?,
+                        // fastjson's object keys: their compact text names the entry.
+                        other => map.serialize_key(&other.to_json())?,
+                    }
+                    map.serialize_value(v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

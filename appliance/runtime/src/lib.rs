@@ -2,8 +2,8 @@
 //! and the Remoting server.
 //!
 //! Modules: [`cores`] (core placement, `spawn_pinned`), [`server`] (the Remoting server),
-//! [`ring`] (bounded cross-core rings), [`notify`] (eventfd `Notifier`), [`stall`] (loop
-//! stall counter). The allocator is re-exported as [`MiMalloc`]; the binary installs it:
+//! [`stall`] (loop stall counter); the rings and the eventfd `Notifier` come from
+//! `ringmq-ring`, which the store shares, and are re-exported here. The allocator is re-exported as [`MiMalloc`]; the binary installs it:
 //! `#[global_allocator] static GLOBAL: ringmq_runtime::MiMalloc = ringmq_runtime::MiMalloc;`
 //!
 //! What the runtime offers its users (namesrv and broker):
@@ -12,7 +12,9 @@
 //!   decoded there and handed to a [`RequestHandler`], which answers at once
 //!   ([`Reply::Now`]), later from any thread through a [`Responder`] ([`Reply::Later`]), or
 //!   not at all for oneway requests ([`Reply::Nothing`]). A dropped `Responder` answers
-//!   SYSTEM_ERROR, so no request is left hanging.
+//!   SYSTEM_ERROR, so no request is left hanging. Stage threads hand results back to a
+//!   core through rings of their own and the core's doorbell ([`CoreHandle::doorbell`]);
+//!   the core takes them in [`RequestHandler::on_core_wake`].
 //! - [`Response`]: a command plus body chunks that go out without a user-space copy:
 //!   memory chunks by vectored write, [`FileRange`]s spliced from their file (pull bodies).
 //! - [`Connection`]: a handle to a live connection usable from any thread, for
@@ -25,15 +27,12 @@
 //!   count of core loop iterations busier than the stall threshold.
 
 pub mod cores;
-pub mod notify;
-pub mod ring;
 pub mod server;
 pub mod stall;
 
 pub use cores::{spawn_pinned, CoreMap, CoreMapError};
 pub use mimalloc::MiMalloc;
-pub use notify::Notifier;
-pub use ring::{ring, ring_with_notifier, Full, RingReceiver, RingSender};
+pub use ringmq_ring::{ring, ring_with_notifier, Full, Notifier, RingReceiver, RingSender};
 pub use server::{
     not_supported, Connection, CoreHandle, CoreStats, ListenMode, NetConfigError, RecvMode, Reply,
     RequestContext, RequestHandler, Responder, Response, Server, ServerConfig, ServerTuning,

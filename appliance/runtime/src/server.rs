@@ -50,6 +50,11 @@ pub trait RequestHandler: Send + Sync + 'static {
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Reply;
     /// The connection closed (used for channel-expiry tables). Default: nothing.
     fn on_close(&self, _conn: &Connection) {}
+    /// Runs on network core `core` once per pass of its loop, right after its doorbell
+    /// was reset and its inbox drained, and at least every 50 ms while the core is idle.
+    /// Stage threads push results into per-core rings and ring the core's doorbell
+    /// (`CoreHandle::doorbell`); this is where the core takes them. Must not block.
+    fn on_core_wake(&self, _core: usize) {}
 }
 
 /// What the handler does with a request.
@@ -300,6 +305,13 @@ impl CoreHandle {
     /// Index into `ServerConfig::network_cores`; matches `RequestContext::core_index()`.
     pub fn index(&self) -> usize {
         self.shared.index
+    }
+
+    /// The eventfd this core's loop waits on. A thread that pushed work into a ring the
+    /// core drains in `RequestHandler::on_core_wake` rings it (once per batch: wake-ups
+    /// coalesce until the core looks again).
+    pub fn doorbell(&self) -> &Arc<ringmq_ring::Notifier> {
+        &self.shared.notifier
     }
 
     /// Runs `f` on the core thread soon (next loop iteration; wake-ups coalesce). Returns

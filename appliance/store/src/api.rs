@@ -5,6 +5,8 @@
 //! values (requests, results, statuses, file spans, events) are the store's own types.
 
 use bytes::Bytes;
+use ringmq_ring::Notifier;
+use std::sync::Arc;
 
 use crate::types::{Boundary, GetMessageResult, MessageFilter, PutCallback, PutRequest};
 use crate::{ArrivalListener, MessageStore};
@@ -59,6 +61,19 @@ pub trait StoreApi: Send + Sync {
     /// The index's last update, reported with `query_message` answers.
     fn index_last_update(&self) -> IndexUpdatePoint;
     fn add_arrival_listener(&self, listener: ArrivalListener);
+    /// Gives each network core its own put ring and completion ring; core `i` of the
+    /// first server waits on `doorbells[i]`, other servers' cores follow. Puts made on other threads keep the shared path.
+    /// `max_in_flight_per_core` is the server's bound on a core's outstanding requests.
+    fn attach_network_cores(&self, _doorbells: &[Arc<Notifier>], _max_in_flight_per_core: usize) {}
+    /// On the calling network core: runs the completions the stages queued for it (the
+    /// puts' callbacks) and retries puts that waited for room in its ring. Must not block.
+    fn run_core_completions(&self) {}
+    /// Puts that waited this long for the append stage are refused (0: no limit).
+    fn set_send_queue_wait_limit_ms(&self, _limit_ms: u64) {}
+    /// Puts queued for the append stage right now (all rings and waiting lists).
+    fn queued_puts(&self) -> usize {
+        0
+    }
     fn commit_log_max_offset(&self) -> i64;
     /// DELETE_EXPIRED_COMMITLOG: the next retention passes delete expired CommitLog
     /// segments whatever the hour (upstream's `executeDeleteFilesManually`).
@@ -143,6 +158,22 @@ impl StoreApi for MessageStore {
 
     fn add_arrival_listener(&self, listener: ArrivalListener) {
         MessageStore::add_arrival_listener(self, listener);
+    }
+
+    fn attach_network_cores(&self, doorbells: &[Arc<Notifier>], max_in_flight_per_core: usize) {
+        MessageStore::attach_network_cores(self, doorbells, max_in_flight_per_core);
+    }
+
+    fn run_core_completions(&self) {
+        MessageStore::run_core_completions(self);
+    }
+
+    fn set_send_queue_wait_limit_ms(&self, limit_ms: u64) {
+        MessageStore::set_send_queue_wait_limit_ms(self, limit_ms);
+    }
+
+    fn queued_puts(&self) -> usize {
+        MessageStore::queued_puts(self)
     }
 
     fn commit_log_max_offset(&self) -> i64 {

@@ -12,14 +12,15 @@ use crate::config::{FlushDiskType, StoreConfig};
 use crate::direct::DirectRing;
 use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
 use crate::shared::Shared;
-use crate::stage_msg::{AppendMsg, FlushMsg, Waiter};
+use crate::stage_msg::{AppendMsg, Done, FlushMsg, Waiter};
 use crate::types::{PutMessageStatus, PutRequest, PutResult};
 use crate::util::now_ms;
 use bytes::BytesMut;
 use ringmq_remoting::message::record::{self, BLANK_RECORD_SIZE};
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,10 @@ pub(crate) struct AppendStage {
     /// Set when a write failed during this batch: puts of this batch at or past this offset
     /// failed, and the rest of the batch is refused.
     failed_from: Option<u64>,
+    /// The core whose ring the next batch reads first.
+    next_core: usize,
+    /// The flush stage was told to stop (normal shutdown).
+    flush_stopped: bool,
 }
 
 /// Bytes of one put (or a BLANK filler) waiting for the batch's pwritev.
@@ -76,6 +81,12 @@ impl Pending {
 
 /// Zeros a batch write is padded with up to the next page boundary.
 static ZERO_PAGE: [u8; OS_PAGE_SIZE as usize] = [0; OS_PAGE_SIZE as usize];
+
+/// Longest the stage sleeps without a doorbell: a lost wake-up costs at most this.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// Refusal reasons (log and metrics keys).
+pub(crate) const REFUSED_SEND_QUEUE_TIMEOUT: &str = "TIMEOUT_CLEAN_QUEUE";
+pub(crate) const REFUSED_APPEND_PANIC: &str = "APPEND_PANIC";
 
 /// Least time between two log lines about failed CommitLog writes.
 const WRITE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -104,7 +115,7 @@ impl BatchLimits {
 struct Batch {
     msgs: Vec<AppendMsg>,
     /// Puts this stage completes once the batch is published.
-    done_now: Vec<(PutCallback, PutResult)>,
+    done_now: Vec<(Done, PutResult)>,
     /// SYNC_FLUSH puts handed to the flush stage.
     waiters: Vec<Waiter>,
 }
@@ -184,6 +195,8 @@ impl AppendStage {
             pending: Vec::new(),
             pending_start: wrote,
             failed_from: None,
+            next_core: 0,
+            flush_stopped: false,
             rx,
             shared,
         }
@@ -231,27 +244,77 @@ impl AppendStage {
             self.record_batch(held_us, msgs, bytes);
             self.complete(&mut batch, &limits);
             if let Some(tx) = shutdown {
+                self.refuse_core_puts(&mut batch, &limits);
                 let _ = self.flush_tx.send(FlushMsg::Shutdown(tx));
+                self.flush_stopped = true;
                 break;
             }
         }
     }
 
-    /// Waits for the next message, then takes what else is queued up to the batch limits;
-    /// returns the batch's record bytes, or None once every producer is gone.
-    fn receive(&self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> Option<usize> {
-        batch.push(self.rx.recv().ok()?);
-        let mut batch_bytes = msg_bytes(&batch[0]);
-        while batch.len() < limits.max_requests && batch_bytes < limits.max_bytes {
-            match self.rx.try_recv() {
-                Ok(m) => {
-                    batch_bytes += msg_bytes(&m);
-                    batch.push(m);
+    /// Waits on the doorbell until something is queued, then takes up to the batch limits
+    /// from the shared queue and every core's ring (starting at a different core each
+    /// batch, so no core's puts wait behind another's); returns the batch's record bytes,
+    /// or None once the store is gone (no shutdown message can come any more).
+    fn receive(&mut self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> Option<usize> {
+        loop {
+            self.shared.append_doorbell.begin_drain();
+            let mut bytes = 0;
+            loop {
+                if batch.len() >= limits.max_requests || bytes >= limits.max_bytes {
+                    return Some(bytes);
                 }
-                Err(_) => break,
+                match self.rx.try_recv() {
+                    Ok(m) => {
+                        bytes += m.put_bytes();
+                        batch.push(m);
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) if batch.is_empty() => return None,
+                    Err(TryRecvError::Disconnected) => break,
+                }
+            }
+            bytes += self.take_core_puts(batch, limits);
+            if !batch.is_empty() {
+                return Some(bytes);
+            }
+            self.shared.append_doorbell.wait_timeout(IDLE_WAIT);
+        }
+    }
+
+    /// Shutdown: puts still in the cores' rings or waiting for room are answered
+    /// SERVICE_NOT_AVAILABLE (new puts are already refused: the store is stopping).
+    fn refuse_core_puts(&mut self, batch: &mut Batch, limits: &BatchLimits) {
+        let refused = PutResult::failed(PutMessageStatus::ServiceNotAvailable);
+        while self.take_core_puts(&mut batch.msgs, limits) > 0 || !batch.msgs.is_empty() {
+            for msg in batch.msgs.drain(..) {
+                if let AppendMsg::Put { done, .. } = msg {
+                    self.shared.complete_put(done, refused);
+                }
             }
         }
-        Some(batch_bytes)
+        if let Some(ports) = self.shared.core_ports.get() {
+            ports.fail_waiting(PutMessageStatus::ServiceNotAvailable);
+        }
+        self.shared.ring_cores();
+    }
+
+    /// Takes puts from the cores' rings, each core in turn, up to the batch limits.
+    fn take_core_puts(&mut self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> usize {
+        let Some(ports) = self.shared.core_ports.get() else {
+            return 0;
+        };
+        let cores = ports.len();
+        let mut bytes = 0;
+        for k in 0..cores {
+            let room = limits.max_requests.saturating_sub(batch.len());
+            if room == 0 || bytes >= limits.max_bytes {
+                break;
+            }
+            bytes += ports.take_puts((self.next_core + k) % cores, batch, room);
+        }
+        self.next_core = (self.next_core + 1) % cores.max(1);
+        bytes
     }
 
     /// Appends the batch's puts and applies its other messages; returns the shutdown
@@ -264,11 +327,28 @@ impl AppendStage {
         limits: &BatchLimits,
     ) -> Option<SyncSender<()>> {
         let mut shutdown = None;
+        let wait_limit_ms = self.shared.send_queue_wait_limit_ms.load(Ordering::Relaxed);
+        let started = Instant::now();
         for msg in batch.msgs.drain(..) {
             match msg {
-                AppendMsg::Put { req, done } => {
+                AppendMsg::Put {
+                    req,
+                    done,
+                    enqueued,
+                } => {
+                    let queued_ms = started.saturating_duration_since(enqueued).as_millis() as u64;
+                    if wait_limit_ms > 0 && queued_ms >= wait_limit_ms {
+                        self.shared.refusals.refused(REFUSED_SEND_QUEUE_TIMEOUT);
+                        batch
+                            .done_now
+                            .push((done, PutResult::queue_timeout(queued_ms)));
+                        continue;
+                    }
+                    #[cfg(any(test, feature = "test-util"))]
+                    crate::fault::stage_panic_if_injected(&req.topic);
                     let wait = req.wait_store_msg_ok;
-                    let r = self.append(req, now);
+                    let mut r = self.append_guarded(req, now);
+                    r.queued_ms = u32::try_from(queued_ms).unwrap_or(u32::MAX);
                     if limits.sync && wait && r.status == PutMessageStatus::PutOk {
                         batch.waiters.push(Waiter {
                             target: (r.wrote_offset + i64::from(r.wrote_bytes)) as u64,
@@ -314,7 +394,7 @@ impl AppendStage {
                     for w in w {
                         let mut r = w.result;
                         r.status = PutMessageStatus::FlushDiskTimeout;
-                        (w.done)(r);
+                        self.shared.complete_put(w.done, r);
                     }
                 }
             }
@@ -327,8 +407,9 @@ impl AppendStage {
             ring.wake_flusher();
         }
         for (done, r) in batch.done_now.drain(..) {
-            done(r);
+            self.shared.complete_put(done, r);
         }
+        self.shared.ring_cores();
         if !limits.sync {
             self.shared.wake_reput();
         }
@@ -470,7 +551,36 @@ impl AppendStage {
         }
     }
 
-    fn append(&mut self, mut req: PutRequest, now: i64) -> PutResult {
+    /// [`append`](Self::append) with a fence: a panic in the per-put code fails only this
+    /// put (SYSTEM_ERROR to its sender), is logged with its cause, and leaves the tail as
+    /// it was before the put, so the stage goes on serving every other put.
+    fn append_guarded(&mut self, mut req: PutRequest, now: i64) -> PutResult {
+        let base = self.next_queue_offset(&req.topic, req.queue_id);
+        let before = (self.wrote, self.pending.len());
+        match catch_unwind(AssertUnwindSafe(|| self.append(&mut req, now))) {
+            Ok(r) => r,
+            Err(panic) => {
+                let cause = panic_text(panic.as_ref());
+                tracing::error!(
+                    topic = req.topic,
+                    queue_id = req.queue_id,
+                    "the append stage panicked on a put ({cause}); the put is refused and the \
+                     stage goes on"
+                );
+                self.wrote = before.0;
+                self.pending.truncate(before.1);
+                if !req.topic.is_empty() {
+                    self.set_next_queue_offset(&req.topic, req.queue_id, base);
+                }
+                self.shared.refusals.refused(REFUSED_APPEND_PANIC);
+                PutResult::failed(PutMessageStatus::UnknownError)
+            }
+        }
+    }
+
+    fn append(&mut self, req: &mut PutRequest, now: i64) -> PutResult {
+        #[cfg(any(test, feature = "test-util"))]
+        crate::fault::panic_if_injected(&req.topic);
         if self.failed_from.is_some() {
             // A write failed earlier in this batch: the disk refuses writes right now.
             self.write_errors += 1;
@@ -497,7 +607,7 @@ impl AppendStage {
         if uses_queue_offset {
             self.set_next_queue_offset(&req.topic, req.queue_id, base_queue_offset + n);
         }
-        if let Err(status) = self.write_records(&mut req, queue_offsets) {
+        if let Err(status) = self.write_records(req, queue_offsets) {
             return PutResult::failed(status);
         }
         self.wrote += len;
@@ -508,6 +618,7 @@ impl AppendStage {
             queue_offset: base_queue_offset,
             msg_num: n as i32,
             store_timestamp_ms: now,
+            queued_ms: 0,
         }
     }
 
@@ -661,11 +772,24 @@ fn patch_records(buf: &mut [u8], start: u64, now: i64, base_queue_offset: Option
     n
 }
 
-fn msg_bytes(m: &AppendMsg) -> usize {
-    match m {
-        AppendMsg::Put { req, .. } => req.records.len(),
-        _ => 0,
+impl Drop for AppendStage {
+    /// A stage ending by a panic still stops the flush stage (after its final flush), so
+    /// the store's shutdown does not wait for a flush stage nobody will ever stop.
+    fn drop(&mut self) {
+        if !self.flush_stopped {
+            let (ack, _) = std::sync::mpsc::sync_channel(1);
+            let _ = self.flush_tx.try_send(FlushMsg::Shutdown(ack));
+        }
     }
+}
+
+/// The message a panic carried, for the log line.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
 }
 
 /// Checks a request on the producer's thread before it is queued, so bad input never

@@ -281,7 +281,7 @@ impl Coordinator {
         let mut completed = 0u64;
         while self.pending.front().is_some_and(|w| w.target <= flushed) {
             let w = self.pending.pop_front().expect("front exists");
-            (w.done)(w.result);
+            self.shared.complete_put(w.done, w.result);
             completed += 1;
         }
         let now = Instant::now();
@@ -289,7 +289,7 @@ impl Coordinator {
             let w = self.pending.pop_front().expect("front exists");
             let mut r = w.result;
             r.status = PutMessageStatus::FlushDiskTimeout;
-            (w.done)(r);
+            self.shared.complete_put(w.done, r);
             self.shared
                 .metrics
                 .flush_timeouts
@@ -301,6 +301,7 @@ impl Coordinator {
                 .flush_waiters_completed
                 .fetch_add(completed, Ordering::Relaxed);
         }
+        self.shared.ring_cores();
     }
 
     /// Shutting down: once everything is flushed (or the disk fails), completes what is
@@ -319,8 +320,9 @@ impl Coordinator {
             if w.target > flushed {
                 r.status = PutMessageStatus::FlushDiskTimeout;
             }
-            (w.done)(r);
+            self.shared.complete_put(w.done, r);
         }
+        self.shared.ring_cores();
         let _ = tx.send(());
         true
     }

@@ -25,8 +25,11 @@ pub mod commit_log;
 pub mod config;
 pub mod config_file;
 pub mod consume_queue;
+mod core_port;
 pub mod direct;
 pub mod error;
+#[cfg(any(test, feature = "test-util"))]
+pub mod fault;
 pub mod flush;
 pub mod index;
 pub mod mapped_file;

@@ -173,6 +173,7 @@ impl StoreApi for MemStore {
                 queue_offset: first_queue_offset,
                 msg_num: count as i32,
                 store_timestamp_ms: now,
+                queued_ms: 0,
             }
         };
         on_done(result);

@@ -7,10 +7,13 @@ use crate::checkpoint::{Checkpoint, CheckpointData};
 use crate::commit_log::CommitLog;
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::ConsumeQueueTable;
+use crate::core_port::{run_callback, CorePorts};
 use crate::index::IndexService;
 use crate::refusal::{RefusalLog, DEFAULT_REFUSAL_LOG_INTERVAL};
-use crate::types::{ArrivalEvent, StoreMetrics};
+use crate::stage_msg::Done;
+use crate::types::{ArrivalEvent, PutResult, StoreMetrics};
 use crate::util::physical_memory_bytes;
+use ringmq_ring::Notifier;
 use ringmq_sync::{LockExt, RwLockExt};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -23,6 +26,9 @@ pub type ArrivalListener = Arc<dyn Fn(&ArrivalEvent<'_>) + Send + Sync>;
 pub(crate) const FLAG_DISK_FULL: u32 = 1;
 /// Running flag: a ConsumeQueue write failed.
 pub(crate) const FLAG_LOGIC_QUEUE_ERROR: u32 = 2;
+/// Running flag: a pipeline stage thread (append or flush) ended by a panic; puts are
+/// refused until the broker restarts, instead of waiting for a stage that is gone.
+pub(crate) const FLAG_STAGE_FAILED: u32 = 4;
 
 /// Counters and histograms updated by the stages.
 pub(crate) struct MetricsState {
@@ -124,10 +130,17 @@ pub(crate) struct Shared {
     pub index_available: AtomicBool,
     /// Refused puts, counted per reason and logged rate-limited.
     pub refusals: RefusalLog,
+    /// The append stage waits on this; every producer rings it after queuing.
+    pub append_doorbell: Arc<Notifier>,
+    /// The network cores' put and completion rings, once the broker attached its cores.
+    pub core_ports: OnceLock<CorePorts>,
+    /// `waitTimeMillsInSendQueue` while `brokerFastFailureEnable` (0: no limit): a put
+    /// that waited longer for the append stage is refused unstored.
+    pub send_queue_wait_limit_ms: AtomicU64,
 }
 
 impl Shared {
-    pub fn new(loaded: Loaded) -> Self {
+    pub fn new(loaded: Loaded, append_doorbell: Arc<Notifier>) -> Self {
         let Loaded {
             config,
             log,
@@ -154,6 +167,9 @@ impl Shared {
                 * u64::from(config.access_message_in_memory_max_ratio),
             index_available: AtomicBool::new(true),
             refusals: RefusalLog::new("put", DEFAULT_REFUSAL_LOG_INTERVAL),
+            append_doorbell,
+            core_ports: OnceLock::new(),
+            send_queue_wait_limit_ms: AtomicU64::new(0),
             config,
         }
     }
@@ -174,6 +190,22 @@ impl Shared {
     pub fn set_reput_thread(&self, thread: Thread) {
         let _ = self.reput_thread.set(thread);
     }
+    /// Stage thread: the put is finished; its callback runs on the core it came from, or
+    /// here for puts made elsewhere. Call [`ring_cores`](Self::ring_cores) after a batch.
+    pub fn complete_put(&self, done: Done, result: PutResult) {
+        match self.core_ports.get() {
+            Some(ports) => ports.complete(done, result),
+            None => run_callback(done, result),
+        }
+    }
+
+    /// Stage thread, after a batch of completions: one wake-up per core that got any.
+    pub fn ring_cores(&self) {
+        if let Some(ports) = self.core_ports.get() {
+            ports.ring_cores();
+        }
+    }
+
     pub fn wake_reput(&self) {
         if let Some(t) = self.reput_thread.get() {
             t.unpark();

@@ -1,21 +1,59 @@
 //! The messages the pipeline stages pass each other: producers → append (`AppendMsg`),
-//! append → flush (`FlushMsg` carrying SYNC_FLUSH `Waiter`s). They live below the stages
+//! append → flush (`FlushMsg` carrying SYNC_FLUSH `Waiter`s), and each put's `Done`. They live below the stages
 //! so that append and flush each depend on them rather than on one another.
 
 use crate::types::{PutCallback, PutRequest, PutResult};
 use std::sync::mpsc::SyncSender;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// A put's callback and where it runs: on the network core the put was made on
+/// (`origin`, its index among the attached cores), or, for puts made on any other thread,
+/// on the stage thread that completes it.
+pub(crate) struct Done {
+    pub callback: PutCallback,
+    pub origin: Option<u16>,
+}
+
+impl Done {
+    pub fn new(callback: PutCallback) -> Self {
+        Done {
+            callback,
+            origin: None,
+        }
+    }
+}
 
 /// Messages to the append stage.
 pub(crate) enum AppendMsg {
     Put {
         req: PutRequest,
-        done: PutCallback,
+        done: Done,
+        /// When the put was queued: the append stage refuses puts that waited longer than
+        /// `waitTimeMillsInSendQueue` (`[TIMEOUT_CLEAN_QUEUE]`).
+        enqueued: Instant,
     },
     /// Forget a topic's queue offsets (topic deleted).
     DeleteTopic(String),
     /// Finish queued work, stop; the flush stage is told to stop after a final flush.
     Shutdown(SyncSender<()>),
+}
+
+impl AppendMsg {
+    /// Record bytes a put carries (0 for other messages).
+    pub fn put_bytes(&self) -> usize {
+        match self {
+            AppendMsg::Put { req, .. } => req.records.len(),
+            _ => 0,
+        }
+    }
+
+    /// How long a put has been queued at `now` (zero for other messages).
+    pub fn queued_for(&self, now: Instant) -> Duration {
+        match self {
+            AppendMsg::Put { enqueued, .. } => now.saturating_duration_since(*enqueued),
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// A SYNC_FLUSH put waiting for its bytes to reach the disk.
@@ -24,7 +62,7 @@ pub(crate) struct Waiter {
     pub target: u64,
     pub deadline: Instant,
     pub result: PutResult,
-    pub done: PutCallback,
+    pub done: Done,
 }
 
 /// Messages to the flush coordinator.

@@ -6,9 +6,10 @@
 use crate::append;
 use crate::checkpoint::Checkpoint;
 use crate::config::StoreConfig;
+use crate::core_port::{run_callback, CorePorts, Submitted};
 use crate::retention::{self, RetentionState};
-use crate::shared::{Shared, FLAG_DISK_FULL};
-use crate::stage_msg::AppendMsg;
+use crate::shared::{Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
+use crate::stage_msg::{AppendMsg, Done};
 use crate::types::{ArrivalEvent, PutMessageStatus, PutRequest, PutResult, StoreMetrics};
 use crate::util::now_ms;
 use std::fs::File;
@@ -16,15 +17,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use crate::shared::ArrivalListener;
+use ringmq_ring::Notifier;
 use ringmq_sync::LockExt;
 
 /// Reasons a put is refused before it reaches the append stage (log and metrics keys).
 pub const REFUSED_SHUTTING_DOWN: &str = "SHUTTING_DOWN";
 pub const REFUSED_DISK_FULL: &str = "DISK_FULL";
 pub const REFUSED_LOGIC_QUEUE_ERROR: &str = "LOGIC_QUEUE_ERROR";
+/// The append or flush stage thread ended by a panic.
+pub const REFUSED_STAGE_FAILED: &str = "STAGE_FAILED";
 /// An append batch has run longer than `osPageCacheBusyTimeOutMills`.
 pub const REFUSED_PAGE_CACHE_BUSY: &str = "PAGE_CACHE_BUSY";
 /// Direct mode: unflushed bytes above `ringmq.directWriteRingBusyRatio` of the ring.
@@ -118,6 +122,8 @@ impl MessageStore {
         if flags != 0 {
             s.refusals.refused(if flags & FLAG_DISK_FULL != 0 {
                 REFUSED_DISK_FULL
+            } else if flags & FLAG_STAGE_FAILED != 0 {
+                REFUSED_STAGE_FAILED
             } else {
                 REFUSED_LOGIC_QUEUE_ERROR
             });
@@ -136,22 +142,78 @@ impl MessageStore {
         if let Err(status) = append::validate(&req, s.config.max_message_size, s.log.file_size()) {
             return on_done(PutResult::failed(status));
         }
-        match self
-            .inner
-            .put_tx
-            .try_send(AppendMsg::Put { req, done: on_done })
-        {
-            Ok(()) => {}
-            Err(TrySendError::Full(AppendMsg::Put { done, .. })) => {
-                s.metrics.put_rejected_busy.fetch_add(1, Ordering::Relaxed);
-                s.refusals.refused(REFUSED_APPEND_QUEUE_FULL);
-                done(PutResult::failed(PutMessageStatus::OsPageCacheBusy))
-            }
-            Err(TrySendError::Disconnected(AppendMsg::Put { done, .. })) => {
-                done(PutResult::failed(PutMessageStatus::ServiceNotAvailable))
-            }
+        let msg = AppendMsg::Put {
+            req,
+            done: Done::new(on_done),
+            enqueued: Instant::now(),
+        };
+        let msg = match s.core_ports.get() {
+            Some(ports) => match ports.submit(msg) {
+                Submitted::Queued => return,
+                Submitted::Full(msg) => return self.refuse_queue_full(msg),
+                Submitted::NotACore(msg) => msg,
+            },
+            None => msg,
+        };
+        match self.inner.put_tx.try_send(msg) {
+            Ok(()) => s.append_doorbell.notify(),
+            Err(TrySendError::Full(msg)) => self.refuse_queue_full(msg),
+            Err(TrySendError::Disconnected(AppendMsg::Put { done, .. })) => run_callback(
+                done,
+                PutResult::failed(PutMessageStatus::ServiceNotAvailable),
+            ),
             Err(_) => {}
         }
+    }
+
+    fn refuse_queue_full(&self, msg: AppendMsg) {
+        let s = self.shared();
+        s.metrics.put_rejected_busy.fetch_add(1, Ordering::Relaxed);
+        s.refusals.refused(REFUSED_APPEND_QUEUE_FULL);
+        if let AppendMsg::Put { done, .. } = msg {
+            run_callback(done, PutResult::failed(PutMessageStatus::OsPageCacheBusy));
+        }
+    }
+
+    /// Gives each network core of the broker's servers its own put ring into the append stage and
+    /// its own completion ring back (see `core_port`). `max_in_flight_per_core` is the
+    /// server's bound on a core's outstanding requests, which bounds its completions. Puts
+    /// made on any other thread keep the shared queue. Attaching twice keeps the first.
+    pub fn attach_network_cores(&self, doorbells: &[Arc<Notifier>], max_in_flight_per_core: usize) {
+        let s = self.shared();
+        let put_slots = (s.config.put_queue_capacity / doorbells.len().max(1)).max(64);
+        let ports = CorePorts::new(
+            doorbells,
+            s.append_doorbell.clone(),
+            put_slots,
+            max_in_flight_per_core.max(put_slots),
+        );
+        if s.core_ports.set(ports).is_err() {
+            tracing::warn!("network cores were already attached to the store; keeping the first");
+        }
+    }
+
+    /// On a network core: runs its put completions and retries its waiting puts. On any
+    /// other thread, or a core that was not attached, does nothing.
+    pub fn run_core_completions(&self) {
+        let s = self.shared();
+        if let Some(ports) = s.core_ports.get() {
+            ports.run_current_core(s.send_queue_wait_limit_ms.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Puts queued for the append stage right now: the shared queue is not counted
+    /// (std's channel does not tell), every core's ring and waiting list is.
+    pub fn queued_puts(&self) -> usize {
+        self.shared().core_ports.get().map_or(0, |p| p.queued())
+    }
+
+    /// `waitTimeMillsInSendQueue` while `brokerFastFailureEnable`, else 0 (no limit): puts
+    /// that wait longer for the append stage are refused with `SendQueueTimeout`.
+    pub fn set_send_queue_wait_limit_ms(&self, limit_ms: u64) {
+        self.shared()
+            .send_queue_wait_limit_ms
+            .store(limit_ms, Ordering::Relaxed);
     }
 
     /// Blocking convenience over [`put`](Self::put) (tests, tools; never on a network core).
@@ -192,10 +254,14 @@ impl MessageStore {
     /// until retention removes their segments).
     pub fn delete_topic(&self, topic: &str) {
         let s = self.shared();
-        let _ = self
+        if self
             .inner
             .put_tx
-            .send(AppendMsg::DeleteTopic(topic.to_string()));
+            .send(AppendMsg::DeleteTopic(topic.to_string()))
+            .is_ok()
+        {
+            s.append_doorbell.notify();
+        }
         s.cqs.remove_topic(topic);
         s.topic_generation.fetch_add(1, Ordering::AcqRel);
     }
@@ -324,6 +390,113 @@ mod tests {
         let store = MessageStore::open(small_config(&dir)).unwrap();
         assert!(!store.last_exit_ok());
         assert_eq!(store.max_offset_in_queue("DF", 0), 1);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A put made on an attached network core goes through that core's ring, and its
+    /// callback runs on the core (when the core wakes on its doorbell), not on a stage.
+    #[test]
+    fn a_core_puts_through_its_ring_and_completes_on_its_own_thread() {
+        let dir = crate::test_util::temp_dir("coreport");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        let doorbell = Arc::new(Notifier::new().unwrap());
+        store.attach_network_cores(std::slice::from_ref(&doorbell), 1024);
+        let s2 = store.clone();
+        let core = std::thread::spawn(move || {
+            ringmq_ring::enter_core(0, &doorbell);
+            let me = std::thread::current().id();
+            let (tx, rx) = mpsc::channel();
+            for i in 0..100 {
+                let body = format!("m{i}");
+                let rec = crate::util::loopback_record("CP", 1, body.as_bytes(), b"");
+                let tx = tx.clone();
+                s2.put(
+                    PutRequest::new("CP", 1, 0, rec, 1),
+                    Box::new(move |r| {
+                        let _ = tx.send((r, std::thread::current().id()));
+                    }),
+                );
+            }
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while got.len() < 100 && Instant::now() < deadline {
+                doorbell.wait_timeout(Duration::from_millis(50));
+                doorbell.begin_drain();
+                s2.run_core_completions();
+                got.extend(rx.try_iter());
+            }
+            (me, got)
+        });
+        let (me, got) = core.join().unwrap();
+        assert_eq!(got.len(), 100, "every put completed");
+        let mut offsets: Vec<i64> = got.iter().map(|(r, _)| r.queue_offset).collect();
+        offsets.sort_unstable();
+        assert_eq!(offsets, (0..100).collect::<Vec<_>>());
+        assert!(got.iter().all(|(r, _)| r.status == PutMessageStatus::PutOk));
+        assert!(
+            got.iter().all(|(_, t)| *t == me),
+            "callbacks ran on the core"
+        );
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A panic in the append stage's per-put code fails that put only: the stage goes on,
+    /// other puts store, and the queue offsets have no hole.
+    #[test]
+    fn a_panic_in_the_append_stage_fails_one_put_and_the_stage_goes_on() {
+        let dir = crate::test_util::temp_dir("appendpanic");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        crate::fault::inject_append_panic("PANICKY");
+        let put = |topic: &str| {
+            let rec = crate::util::loopback_record(topic, 0, b"body", b"");
+            store.put_blocking(PutRequest::new(topic, 0, 0, rec, 1))
+        };
+        assert_eq!(put("GOOD").queue_offset, 0);
+        for _ in 0..3 {
+            assert_eq!(put("PANICKY").status, PutMessageStatus::UnknownError);
+        }
+        let after = put("GOOD");
+        assert_eq!(after.status, PutMessageStatus::PutOk);
+        assert_eq!(after.queue_offset, 1, "no hole in GOOD's queue offsets");
+        assert_eq!(
+            store.max_offset_in_queue("PANICKY", 0),
+            0,
+            "nothing of it stored"
+        );
+        assert_eq!(
+            store.metrics().put_refusals,
+            vec![(crate::append::REFUSED_APPEND_PANIC, 3)]
+        );
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// If the append stage thread itself dies, the put it held is answered (not lost) and
+    /// every later put is refused SERVICE_NOT_AVAILABLE at once instead of hanging.
+    #[test]
+    fn a_dead_append_stage_refuses_puts_instead_of_hanging_them() {
+        let dir = crate::test_util::temp_dir("stagedead");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        crate::fault::inject_stage_panic("STAGEKILL");
+        let put = |topic: &str| {
+            let rec = crate::util::loopback_record(topic, 0, b"body", b"");
+            store.put_blocking(PutRequest::new(topic, 0, 0, rec, 1))
+        };
+        assert_eq!(put("BEFORE").status, PutMessageStatus::PutOk);
+        assert_ne!(put("STAGEKILL").status, PutMessageStatus::PutOk);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while store.is_writeable() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for _ in 0..3 {
+            assert_eq!(put("AFTER").status, PutMessageStatus::ServiceNotAvailable);
+        }
+        assert!(store
+            .metrics()
+            .put_refusals
+            .contains(&(REFUSED_STAGE_FAILED, 3)));
         store.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
     }

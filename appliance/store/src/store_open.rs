@@ -16,9 +16,11 @@ use crate::index::IndexService;
 use crate::mapped_file::OS_PAGE_SIZE;
 use crate::reput::{self, Dispatcher};
 use crate::retention::{self, RetentionState};
-use crate::shared::{Loaded, Shared, FLAG_DISK_FULL};
+use crate::shared::{Loaded, Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
 use crate::stage_msg::{AppendMsg, FlushMsg};
 use crate::store::{Inner, MessageStore, StopHandle};
+use crate::types::PutMessageStatus;
+use ringmq_ring::Notifier;
 use ringmq_sync::LockExt;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -56,7 +58,8 @@ impl MessageStore {
         let last_exit_ok = !config.abort_path().exists();
         let (loaded, checkpoint) = load(config)?;
         let cp = loaded.checkpoint;
-        let shared = Arc::new(Shared::new(loaded));
+        let doorbell = Notifier::new().map_err(|e| StoreError::io("eventfd", &root, e))?;
+        let shared = Arc::new(Shared::new(loaded, Arc::new(doorbell)));
         let (dispatcher, process_offset) = recover(&shared, last_exit_ok, &cp)?;
         let spec = segment_spec(&shared.config);
         create_first_put_segment(&shared.log, &shared.config, process_offset, spec)?;
@@ -295,11 +298,17 @@ fn start_append_and_flush(
     })?);
     let s = Arc::clone(shared);
     threads.push(spawn("ringmq-flush", move || {
-        flush::run_coordinator(s, flush_rx, job_tx)
+        let shared = Arc::clone(&s);
+        guard_stage("flush", &shared, move || {
+            flush::run_coordinator(s, flush_rx, job_tx)
+        })
     })?);
     let (put_tx, put_rx) = mpsc::sync_channel::<AppendMsg>(config.put_queue_capacity.max(1));
     let stage = AppendStage::new(Arc::clone(shared), put_rx, flush_tx, allocator, table, ring);
-    threads.push(spawn("ringmq-append", move || stage.run())?);
+    let s = Arc::clone(shared);
+    threads.push(spawn("ringmq-append", move || {
+        guard_stage("append", &s, move || stage.run())
+    })?);
     Ok((put_tx, threads))
 }
 
@@ -367,6 +376,31 @@ fn start_cleaner(
     Ok((stop_tx, h))
 }
 
+/// Runs a pipeline stage; if it ends by a panic (outside the per-put code, which fences
+/// its own), says so, makes the store refuse puts from now on, and answers the puts still
+/// queued in the cores' rings. Puts the dead stage held are answered as its state unwinds
+/// (a dropped callback's responder answers SYSTEM_ERROR).
+fn guard_stage(name: &str, shared: &Shared, run: impl FnOnce()) {
+    let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
+        return;
+    };
+    let cause = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message");
+    tracing::error!(
+        stage = name,
+        "the {name} stage stopped on a panic ({cause}); the store refuses puts \
+         (SERVICE_NOT_AVAILABLE) until the broker restarts"
+    );
+    shared.set_flag(FLAG_STAGE_FAILED);
+    if let Some(ports) = shared.core_ports.get() {
+        ports.fail_all(PutMessageStatus::ServiceNotAvailable);
+    }
+    shared.ring_cores();
+}
+
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StoreError> {
     std::thread::Builder::new()
         .name(name.to_string())
@@ -400,6 +434,7 @@ impl Inner {
     fn stop_append_and_flush(&self) {
         let (tx, rx) = mpsc::sync_channel(1);
         if self.put_tx.send(AppendMsg::Shutdown(tx)).is_ok() {
+            self.shared.append_doorbell.notify();
             let wait = Duration::from_millis(self.shared.config.sync_flush_timeout_ms + 10_000);
             if rx.recv_timeout(wait).is_err() {
                 tracing::error!("append/flush stages did not stop in time");

@@ -29,6 +29,10 @@ pub enum PutMessageStatus {
     WheelTimerFlowControl,
     WheelTimerMsgIllegal,
     WheelTimerNotEnable,
+    /// Not one of upstream's store statuses: upstream refuses such a send before the store
+    /// (BrokerFastFailure's `[TIMEOUT_CLEAN_QUEUE]`); ringmq's send queue is the put ring in
+    /// front of the append stage, so the store is where the wait is seen.
+    SendQueueTimeout,
 }
 
 impl PutMessageStatus {
@@ -52,6 +56,7 @@ impl PutMessageStatus {
             WheelTimerFlowControl => "WHEEL_TIMER_FLOW_CONTROL",
             WheelTimerMsgIllegal => "WHEEL_TIMER_MSG_ILLEGAL",
             WheelTimerNotEnable => "WHEEL_TIMER_NOT_ENABLE",
+            SendQueueTimeout => "SEND_QUEUE_TIMEOUT",
         }
     }
     /// True when the message is stored (PUT_OK and the flush/slave timeouts).
@@ -121,6 +126,8 @@ pub struct PutResult {
     pub queue_offset: i64,
     pub msg_num: i32,
     pub store_timestamp_ms: i64,
+    /// Milliseconds the put waited for the append stage after it was queued.
+    pub queued_ms: u32,
 }
 
 impl PutResult {
@@ -133,6 +140,15 @@ impl PutResult {
             queue_offset: 0,
             msg_num: 0,
             store_timestamp_ms: 0,
+            queued_ms: 0,
+        }
+    }
+
+    /// A put refused unstored after waiting `waited_ms` for the append stage.
+    pub fn queue_timeout(waited_ms: u64) -> Self {
+        PutResult {
+            queued_ms: u32::try_from(waited_ms).unwrap_or(u32::MAX),
+            ..PutResult::failed(PutMessageStatus::SendQueueTimeout)
         }
     }
 }

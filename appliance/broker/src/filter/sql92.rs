@@ -6,7 +6,7 @@
 //! expression refused by a Java broker is refused here too, with SUBSCRIPTION_PARSE_FAILED).
 //!
 //! Owns: [`Sql92Filter`] (compile + evaluate), [`Sql92Error`] (typed parse error), and
-//! [`compile_predicate`], the [`crate::context::Sql92Compiler`] the pull and heartbeat paths
+//! [`compile_predicate`], the [`super::Sql92Compiler`] the pull and heartbeat paths
 //! call, backed by a small cache of compiled expressions (pulls compile on every request).
 //!
 //! Bounds: expression text ≤ [`MAX_EXPRESSION_LEN_BYTES`], tree depth ≤ [`MAX_NESTING_DEPTH`],
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ringmq_remoting::message::properties;
 
-use crate::context::PropertyPredicate;
+use super::PropertyPredicate;
 
 /// Longest expression text accepted. Upstream has no limit; subscriptions travel in every
 /// heartbeat and pull, so a bound keeps a hostile client from pinning a core in the parser.
@@ -1180,7 +1180,7 @@ pub fn compile_cached(expression: &str) -> Result<Arc<Sql92Filter>, Sql92Error> 
     result
 }
 
-/// The [`crate::context::Sql92Compiler`]: `ctx.sql92 = Some(filter::sql92::compile_predicate)`.
+/// The [`super::Sql92Compiler`]: `ctx.sql92 = Some(filter::sql92::compile_predicate)`.
 /// The error text goes into the SUBSCRIPTION_PARSE_FAILED remark.
 pub fn compile_predicate(expression: &str) -> Result<Arc<dyn PropertyPredicate>, String> {
     compile_cached(expression)

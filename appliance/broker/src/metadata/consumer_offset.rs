@@ -11,8 +11,10 @@ use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::persist::{self, DataVersion};
+use ringmq_remoting::body::topic::DataVersion;
 use ringmq_sync::LockExt;
+
+use crate::persist;
 
 const SHARDS: usize = 16;
 
@@ -43,7 +45,7 @@ impl ConsumerOffsetManager {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             pull_offsets: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             reset_offsets: Mutex::new(HashMap::new()),
-            data_version: Mutex::new(DataVersion::default()),
+            data_version: Mutex::new(DataVersion::new(persist::now_ms())),
             hasher: Default::default(),
         }
     }
@@ -52,34 +54,26 @@ impl ConsumerOffsetManager {
     pub fn load(config_dir: &std::path::Path) -> Result<Self, String> {
         let path = config_dir.join("consumerOffset.json");
         let manager = Self::new(Some(path.clone()));
-        let parsed = persist::read_config_file(&path, |text| {
-            serde_json::from_str::<serde_json::Value>(&persist::fastjson_to_standard(text))
-                .map_err(|e| e.to_string())
-        })?;
-        if let Some(v) = parsed {
-            if let Some(table) = v.get("offsetTable").and_then(|t| t.as_object()) {
-                for (key, queues) in table {
-                    let Some(queues) = queues.as_object() else {
-                        continue;
-                    };
-                    let mut map = QueueOffsets::new();
-                    for (qid, off) in queues {
-                        if let (Ok(q), Some(o)) = (qid.parse::<i32>(), off.as_i64()) {
-                            map.insert(q, o);
-                        }
-                    }
-                    manager
-                        .shard(key)
-                        .lock_unpoisoned()
-                        .insert(key.clone(), map);
+        let Some(file) = persist::read_offset_file(&path)? else {
+            return Ok(manager);
+        };
+        for (key, queues) in &file.offset_table {
+            let Some(queues) = queues.as_object() else {
+                continue;
+            };
+            let mut map = QueueOffsets::new();
+            for (qid, off) in queues {
+                if let (Ok(q), Some(o)) = (qid.parse::<i32>(), off.as_i64()) {
+                    map.insert(q, o);
                 }
             }
-            if let Some(dv) = v
-                .get("dataVersion")
-                .and_then(|d| serde_json::from_value(d.clone()).ok())
-            {
-                *manager.data_version.lock_unpoisoned() = dv;
-            }
+            manager
+                .shard(key)
+                .lock_unpoisoned()
+                .insert(key.clone(), map);
+        }
+        if let Some(dv) = file.data_version {
+            *manager.data_version.lock_unpoisoned() = dv;
         }
         Ok(manager)
     }
@@ -243,7 +237,7 @@ impl ConsumerOffsetManager {
         let _ = write!(
             out,
             "{{\"dataVersion\":{},\"offsetTable\":{{",
-            self.data_version.lock_unpoisoned().to_json()
+            self.data_version.lock_unpoisoned().encode()
         );
         for (i, (key, queues)) in all.iter().enumerate() {
             if i > 0 {
@@ -267,7 +261,9 @@ impl ConsumerOffsetManager {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        self.data_version.lock_unpoisoned().next_version();
+        self.data_version
+            .lock_unpoisoned()
+            .next_version(persist::now_ms());
         persist::write_config_file(path, &self.encode())
     }
 }

@@ -7,8 +7,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::persist::{self, DataVersion};
+use ringmq_remoting::body::topic::DataVersion;
 use ringmq_sync::LockExt;
+
+use crate::persist;
 
 pub struct DelayOffsetManager {
     path: Option<PathBuf>,
@@ -21,32 +23,25 @@ impl DelayOffsetManager {
         Self {
             path,
             table: Mutex::new(BTreeMap::new()),
-            data_version: Mutex::new(DataVersion::default()),
+            data_version: Mutex::new(DataVersion::new(persist::now_ms())),
         }
     }
 
     pub fn load(config_dir: &Path) -> Result<Self, String> {
         let path = config_dir.join("delayOffset.json");
         let manager = Self::new(Some(path.clone()));
-        let parsed = persist::read_config_file(&path, |text| {
-            serde_json::from_str::<serde_json::Value>(&persist::fastjson_to_standard(text))
-                .map_err(|e| e.to_string())
-        })?;
-        if let Some(v) = parsed {
-            if let Some(table) = v.get("offsetTable").and_then(|t| t.as_object()) {
-                let mut t = manager.table.lock_unpoisoned();
-                for (level, off) in table {
-                    if let (Ok(l), Some(o)) = (level.parse::<i32>(), off.as_i64()) {
-                        t.insert(l, o);
-                    }
-                }
+        let Some(file) = persist::read_offset_file(&path)? else {
+            return Ok(manager);
+        };
+        let mut table = manager.table.lock_unpoisoned();
+        for (level, off) in &file.offset_table {
+            if let (Ok(l), Some(o)) = (level.parse::<i32>(), off.as_i64()) {
+                table.insert(l, o);
             }
-            if let Some(dv) = v
-                .get("dataVersion")
-                .and_then(|d| serde_json::from_value(d.clone()).ok())
-            {
-                *manager.data_version.lock_unpoisoned() = dv;
-            }
+        }
+        drop(table);
+        if let Some(dv) = file.data_version {
+            *manager.data_version.lock_unpoisoned() = dv;
         }
         Ok(manager)
     }
@@ -65,7 +60,7 @@ impl DelayOffsetManager {
 
     /// File body (also `GET_ALL_DELAY_OFFSET`'s): fastjson dialect, bare level keys.
     pub fn encode(&self) -> String {
-        let version = self.data_version.lock_unpoisoned().to_json();
+        let version = self.data_version.lock_unpoisoned().encode();
         self.encode_with(&version)
     }
 
@@ -88,8 +83,8 @@ impl DelayOffsetManager {
         // Version bump, snapshot and write under one lock: two persisting threads must not
         // let an older snapshot land after a newer one.
         let mut version = self.data_version.lock_unpoisoned();
-        version.next_version();
-        let text = self.encode_with(&version.to_json());
+        version.next_version(persist::now_ms());
+        let text = self.encode_with(&version.encode());
         let result = persist::write_config_file(path, &text);
         drop(version);
         result

@@ -1,110 +1,24 @@
-//! Consumer-group configs (`config/subscriptionGroup.json`): retry queue count, max reconsume
-//! times, consume enable/broadcast flags; groups auto-created on first use when
-//! `autoCreateSubscriptionGroup` is on.
+//! Consumer-group configs (`config/subscriptionGroup.json`, remoting's
+//! `SubscriptionGroupConfig`): retry queue count, max reconsume times, consume enable/broadcast
+//! flags; groups auto-created on first use when `autoCreateSubscriptionGroup` is on.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::BrokerConfig;
-use crate::persist::{self, DataVersion};
+use ringmq_remoting::body::subscription::{
+    ForbiddenTable, SubscriptionGroupConfig, SubscriptionGroupWrapper,
+};
+use ringmq_remoting::body::topic::DataVersion;
+use ringmq_remoting::json;
 use ringmq_sync::{LockExt, RwLockExt};
 
-/// `SubscriptionGroupConfig` with upstream defaults (headers.md §9.4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriptionGroupConfig {
-    #[serde(default)]
-    pub attributes: BTreeMap<String, String>,
-    #[serde(default)]
-    pub broker_id: u64,
-    #[serde(default = "yes")]
-    pub consume_broadcast_enable: bool,
-    #[serde(default = "yes")]
-    pub consume_enable: bool,
-    #[serde(default = "yes")]
-    pub consume_from_min_enable: bool,
-    #[serde(default)]
-    pub consume_message_orderly: bool,
-    #[serde(default = "default_timeout_minute")]
-    pub consume_timeout_minute: u32,
-    pub group_name: String,
-    #[serde(
-        default = "default_retry_policy",
-        skip_serializing_if = "serde_json::Value::is_null"
-    )]
-    pub group_retry_policy: serde_json::Value,
-    #[serde(default)]
-    pub group_sys_flag: u32,
-    #[serde(default = "yes")]
-    pub notify_consumer_ids_changed_enable: bool,
-    #[serde(default = "default_retry_max_times")]
-    pub retry_max_times: i32,
-    #[serde(default = "default_retry_queue_nums")]
-    pub retry_queue_nums: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subscription_data_set: Option<serde_json::Value>,
-    #[serde(default = "default_which_broker")]
-    pub which_broker_when_consume_slowly: u64,
-}
-
-fn yes() -> bool {
-    true
-}
-fn default_timeout_minute() -> u32 {
-    15
-}
-fn default_retry_max_times() -> i32 {
-    16
-}
-fn default_retry_queue_nums() -> u32 {
-    1
-}
-fn default_which_broker() -> u64 {
-    1
-}
-fn default_retry_policy() -> serde_json::Value {
-    serde_json::json!({"type": "CUSTOMIZED"})
-}
-
-impl SubscriptionGroupConfig {
-    pub fn new(group_name: impl Into<String>) -> Self {
-        Self {
-            attributes: BTreeMap::new(),
-            broker_id: 0,
-            consume_broadcast_enable: true,
-            consume_enable: true,
-            consume_from_min_enable: true,
-            consume_message_orderly: false,
-            consume_timeout_minute: default_timeout_minute(),
-            group_name: group_name.into(),
-            group_retry_policy: default_retry_policy(),
-            group_sys_flag: 0,
-            notify_consumer_ids_changed_enable: true,
-            retry_max_times: default_retry_max_times(),
-            retry_queue_nums: default_retry_queue_nums(),
-            subscription_data_set: None,
-            which_broker_when_consume_slowly: default_which_broker(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriptionGroupWrapper {
-    #[serde(default)]
-    pub data_version: DataVersion,
-    #[serde(default)]
-    pub forbidden_table: BTreeMap<String, BTreeMap<String, u32>>,
-    #[serde(default)]
-    pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
-}
+use crate::config::BrokerConfig;
+use crate::persist;
 
 /// Groups reserved by RocketMQ, created at start (upstream `SubscriptionGroupManager.init`).
-const SYSTEM_GROUPS: [&str; 8] = [
+pub const SYSTEM_GROUPS: [&str; 8] = [
     "TOOLS_CONSUMER",
     "FILTERSRV_CONSUMER",
     "SELF_TEST_C_GROUP",
@@ -118,7 +32,7 @@ const SYSTEM_GROUPS: [&str; 8] = [
 pub struct SubscriptionGroupManager {
     path: Option<PathBuf>,
     table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,
-    forbidden: RwLock<BTreeMap<String, BTreeMap<String, u32>>>,
+    forbidden: RwLock<ForbiddenTable>,
     data_version: Mutex<DataVersion>,
     /// `autoCreateSubscriptionGroup`; switched at runtime by UPDATE_BROKER_CONFIG.
     auto_create: AtomicBool,
@@ -134,7 +48,7 @@ impl SubscriptionGroupManager {
             path,
             table: RwLock::new(table),
             forbidden: RwLock::new(BTreeMap::new()),
-            data_version: Mutex::new(DataVersion::default()),
+            data_version: Mutex::new(DataVersion::new(persist::now_ms())),
             auto_create: AtomicBool::new(config.auto_create_subscription_group),
         }
     }
@@ -142,11 +56,8 @@ impl SubscriptionGroupManager {
     pub fn load(config: &BrokerConfig) -> Result<Self, String> {
         let path = config.config_dir().join("subscriptionGroup.json");
         let manager = Self::new(config, Some(path.clone()));
-        let parsed = persist::read_config_file(&path, |text| {
-            serde_json::from_str::<SubscriptionGroupWrapper>(&persist::fastjson_to_standard(text))
-                .map_err(|e| e.to_string())
-        })?;
-        if let Some(w) = parsed {
+        let parsed = persist::read_config_file(&path, parse_groups_json)?;
+        if let Some((w, has_version)) = parsed {
             let mut table = manager.table.write_unpoisoned();
             for (name, mut sg) in w.subscription_group_table {
                 if sg.group_name.is_empty() {
@@ -156,7 +67,9 @@ impl SubscriptionGroupManager {
             }
             drop(table);
             *manager.forbidden.write_unpoisoned() = w.forbidden_table;
-            *manager.data_version.lock_unpoisoned() = w.data_version;
+            if has_version {
+                *manager.data_version.lock_unpoisoned() = w.data_version;
+            }
         }
         Ok(manager)
     }
@@ -232,7 +145,9 @@ impl SubscriptionGroupManager {
     }
 
     fn changed(&self) {
-        self.data_version.lock_unpoisoned().next_version();
+        self.data_version
+            .lock_unpoisoned()
+            .next_version(persist::now_ms());
         if let Err(e) = self.persist() {
             tracing::error!(
                 "cannot persist subscriptionGroup.json: {e}; the change lives in memory only"
@@ -244,9 +159,16 @@ impl SubscriptionGroupManager {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let json = serde_json::to_string_pretty(&self.wrapper()).map_err(std::io::Error::other)?;
-        persist::write_config_file(path, &json)
+        persist::write_pretty_json(path, &self.wrapper().to_value())
     }
+}
+
+/// Reads `subscriptionGroup.json` in the broker's own layout or a Java broker's (fastjson);
+/// also says whether the file carries a `dataVersion`.
+fn parse_groups_json(text: &str) -> Result<(SubscriptionGroupWrapper, bool), String> {
+    let value = json::parse_str(text).map_err(|e| e.to_string())?;
+    let wrapper = SubscriptionGroupWrapper::from_value(&value, "").map_err(|e| e.to_string())?;
+    Ok((wrapper, value.get_present("dataVersion").is_some()))
 }
 
 #[cfg(test)]

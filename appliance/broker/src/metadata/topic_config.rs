@@ -5,24 +5,26 @@
 //! Reads happen on every send and pull, writes rarely: readers clone an `Arc` snapshot under a
 //! read lock held only for that clone, writers copy the map and swap it in.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use serde::{Deserialize, Serialize};
+use ringmq_remoting::body::topic::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use ringmq_remoting::json;
 
 use crate::config::BrokerConfig;
-use crate::persist::{self, DataVersion};
+use crate::persist;
 use ringmq_sync::{LockExt, RwLockExt};
 
-pub const PERM_PRIORITY: u32 = 8;
-pub const PERM_READ: u32 = 4;
-pub const PERM_WRITE: u32 = 2;
-pub const PERM_INHERIT: u32 = 1;
+// The permission bits as the `u32` masks of `brokerPermission` and group `forbidden` bits.
+pub const PERM_PRIORITY: u32 = perm::PRIORITY as u32;
+pub const PERM_READ: u32 = perm::READ as u32;
+pub const PERM_WRITE: u32 = perm::WRITE as u32;
+pub const PERM_INHERIT: u32 = perm::INHERIT as u32;
 
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-pub const SCHEDULE_TOPIC_QUEUE_NUMS: u32 = 18;
+pub const SCHEDULE_TOPIC_QUEUE_NUMS: i32 = 18;
 pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
 pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
@@ -37,7 +39,7 @@ pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 pub const TOPIC_MAX_LENGTH: usize = 127;
 pub const RETRY_OR_DLQ_TOPIC_MAX_LENGTH: usize = 255;
 /// Queues of the POP revive topic (`reviveQueueNum`).
-const REVIVE_QUEUE_NUMS: u32 = 8;
+const REVIVE_QUEUE_NUMS: i32 = 8;
 
 /// Topics clients may never send to directly.
 const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
@@ -62,80 +64,10 @@ const FIXED_SYSTEM_TOPICS: [&str; 10] = [
     ROCKSDB_OFFSET_TOPIC,
 ];
 
-/// `TopicConfig` as stored in `topics.json` and sent to name servers (fields in fastjson's
-/// alphabetical order).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicConfig {
-    #[serde(default)]
-    pub attributes: BTreeMap<String, String>,
-    #[serde(default)]
-    pub order: bool,
-    #[serde(default = "default_perm")]
-    pub perm: u32,
-    #[serde(default = "default_queue_nums")]
-    pub read_queue_nums: u32,
-    #[serde(default = "default_filter_type")]
-    pub topic_filter_type: String,
-    pub topic_name: String,
-    #[serde(default)]
-    pub topic_sys_flag: u32,
-    #[serde(default = "default_queue_nums")]
-    pub write_queue_nums: u32,
-}
-
-fn default_perm() -> u32 {
-    PERM_READ | PERM_WRITE
-}
-fn default_queue_nums() -> u32 {
-    16
-}
-fn default_filter_type() -> String {
-    "SINGLE_TAG".to_string()
-}
-
-impl TopicConfig {
-    /// Upstream's defaults: 16 read and write queues, read+write, single tag.
-    pub fn new(topic_name: impl Into<String>) -> Self {
-        Self {
-            attributes: BTreeMap::new(),
-            order: false,
-            perm: default_perm(),
-            read_queue_nums: default_queue_nums(),
-            topic_filter_type: default_filter_type(),
-            topic_name: topic_name.into(),
-            topic_sys_flag: 0,
-            write_queue_nums: default_queue_nums(),
-        }
-    }
-
-    pub fn with_queues(mut self, read: u32, write: u32) -> Self {
-        self.read_queue_nums = read;
-        self.write_queue_nums = write;
-        self
-    }
-
-    pub fn with_perm(mut self, perm: u32) -> Self {
-        self.perm = perm;
-        self
-    }
-
-    pub fn is_readable(&self) -> bool {
-        self.perm & PERM_READ != 0
-    }
-    pub fn is_writeable(&self) -> bool {
-        self.perm & PERM_WRITE != 0
-    }
-    pub fn is_inherited(&self) -> bool {
-        self.perm & PERM_INHERIT != 0
-    }
-    pub fn is_multi_tag(&self) -> bool {
-        self.topic_filter_type == "MULTI_TAG"
-    }
-    /// Queue ids 0..this are valid targets (upstream: `max(read, write)`).
-    pub fn max_queue_nums(&self) -> u32 {
-        self.read_queue_nums.max(self.write_queue_nums)
-    }
+/// Counts from the broker's config and group tables (`u32`) as a topic's Java `int`s; a
+/// value past `i32::MAX` cannot be a queue count or flag, so it saturates.
+fn java_int(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// Why a topic name is refused, as the client should read it.
@@ -201,14 +133,32 @@ pub fn dlq_topic(group: &str) -> String {
     format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
 }
 
-/// On-disk and registration shape: `{"dataVersion":…,"topicConfigTable":{name:TopicConfig}}`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicConfigSerializeWrapper {
-    #[serde(default)]
-    pub data_version: DataVersion,
-    #[serde(default)]
-    pub topic_config_table: BTreeMap<String, TopicConfig>,
+/// Reads `topics.json` in the broker's own layout or a Java broker's (fastjson); also says
+/// whether the file carries a `dataVersion`. An entry with a blank `topicName` is named by
+/// its key. Negative counts or perm bits describe no topic and make the file invalid (the
+/// `.bak` copy is tried next).
+fn parse_topics_json(text: &str) -> Result<(TopicConfigSerializeWrapper, bool), String> {
+    let value = json::parse_str(text).map_err(|e| e.to_string())?;
+    let mut wrapper =
+        TopicConfigSerializeWrapper::from_value(&value, "").map_err(|e| e.to_string())?;
+    for (name, tc) in &mut wrapper.topic_config_table {
+        if tc.topic_name.is_empty() {
+            tc.topic_name = name.clone();
+        }
+        for (field, n) in [
+            ("readQueueNums", tc.read_queue_nums),
+            ("writeQueueNums", tc.write_queue_nums),
+            ("perm", tc.perm),
+            ("topicSysFlag", tc.topic_sys_flag),
+        ] {
+            if n < 0 {
+                return Err(format!(
+                    "topicConfigTable.{name}.{field} is {n}, expected a non-negative integer"
+                ));
+            }
+        }
+    }
+    Ok((wrapper, value.get_present("dataVersion").is_some()))
 }
 
 type Listener = Box<dyn Fn() + Send + Sync>;
@@ -250,11 +200,11 @@ impl TopicConfigManager {
             &mut system_topics,
         );
         if config.auto_create_topic_enable {
-            let n = config.default_topic_queue_nums;
+            let n = java_int(config.default_topic_queue_nums);
             put(
                 TopicConfig::new(AUTO_CREATE_TOPIC_KEY_TOPIC)
                     .with_queues(n, n)
-                    .with_perm(PERM_INHERIT | PERM_READ | PERM_WRITE),
+                    .with_perm(perm::INHERIT | perm::READ | perm::WRITE),
                 &mut system_topics,
             );
         }
@@ -263,18 +213,18 @@ impl TopicConfigManager {
             &mut system_topics,
         );
         let cluster_perm = if config.cluster_topic_enable {
-            PERM_INHERIT | PERM_READ | PERM_WRITE
+            perm::INHERIT | perm::READ | perm::WRITE
         } else {
-            PERM_INHERIT
+            perm::INHERIT
         };
         put(
             TopicConfig::new(config.broker_cluster_name.clone()).with_perm(cluster_perm),
             &mut system_topics,
         );
         let broker_perm = if config.broker_topic_enable {
-            PERM_INHERIT | PERM_READ | PERM_WRITE
+            perm::INHERIT | perm::READ | perm::WRITE
         } else {
-            PERM_INHERIT
+            perm::INHERIT
         };
         put(
             TopicConfig::new(config.broker_name.clone())
@@ -310,7 +260,7 @@ impl TopicConfigManager {
         put(
             TopicConfig::new(format!("rmq_sys_SYNC_BROKER_MEMBER_{}", config.broker_name))
                 .with_queues(1, 1)
-                .with_perm(PERM_INHERIT),
+                .with_perm(perm::INHERIT),
             &mut system_topics,
         );
         put(
@@ -328,7 +278,7 @@ impl TopicConfigManager {
         Self {
             path,
             table: RwLock::new(Arc::new(table)),
-            data_version: Mutex::new(DataVersion::default()),
+            data_version: Mutex::new(DataVersion::new(persist::now_ms())),
             system_topics,
             on_change: RwLock::new(None),
         }
@@ -338,22 +288,16 @@ impl TopicConfigManager {
     pub fn load(config: &BrokerConfig) -> Result<Self, String> {
         let path = config.config_dir().join("topics.json");
         let manager = Self::new(config, Some(path.clone()));
-        let parsed = persist::read_config_file(&path, |text| {
-            serde_json::from_str::<TopicConfigSerializeWrapper>(&persist::fastjson_to_standard(
-                text,
-            ))
-            .map_err(|e| e.to_string())
-        })?;
-        if let Some(wrapper) = parsed {
+        let parsed = persist::read_config_file(&path, parse_topics_json)?;
+        if let Some((wrapper, has_data_version)) = parsed {
             let mut table = (**manager.table.read_unpoisoned()).clone();
-            for (name, mut tc) in wrapper.topic_config_table {
-                if tc.topic_name.is_empty() {
-                    tc.topic_name = name.clone();
-                }
+            for (name, tc) in wrapper.topic_config_table {
                 table.insert(name, Arc::new(tc));
             }
             *manager.table.write_unpoisoned() = Arc::new(table);
-            *manager.data_version.lock_unpoisoned() = wrapper.data_version;
+            if has_data_version {
+                *manager.data_version.lock_unpoisoned() = wrapper.data_version;
+            }
         }
         Ok(manager)
     }
@@ -428,7 +372,9 @@ impl TopicConfigManager {
     }
 
     fn changed(&self) {
-        self.data_version.lock_unpoisoned().next_version();
+        self.data_version
+            .lock_unpoisoned()
+            .next_version(persist::now_ms());
         if let Err(e) = self.persist() {
             tracing::error!("cannot persist topics.json: {e}; the change lives in memory only");
         }
@@ -441,7 +387,9 @@ impl TopicConfigManager {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let json = serde_json::to_string_pretty(&self.wrapper()).map_err(std::io::Error::other)?;
+        // The two-space layout `topics.json` has always had; Java reads it as well.
+        let json = serde_json::to_string_pretty(&self.wrapper().to_value())
+            .map_err(std::io::Error::other)?;
         persist::write_config_file(path, &json)
     }
 
@@ -479,12 +427,14 @@ impl TopicConfigManager {
                 "topic[{topic}] not exist, apply first please! (default topic {default_topic} has no inherit permission)"
             ));
         }
-        let queues = client_queue_nums.min(template.write_queue_nums).max(1);
+        let queues = java_int(client_queue_nums)
+            .min(template.write_queue_nums)
+            .max(1);
         let mut tc = TopicConfig::new(topic)
             .with_queues(queues, queues)
-            .with_perm(template.perm & !PERM_INHERIT);
-        tc.topic_sys_flag = topic_sys_flag;
-        tc.topic_filter_type = template.topic_filter_type.clone();
+            .with_perm(template.perm & !perm::INHERIT);
+        tc.topic_sys_flag = java_int(topic_sys_flag);
+        tc.topic_filter_type = template.topic_filter_type;
         tracing::info!(
             topic,
             default_topic,
@@ -499,15 +449,16 @@ impl TopicConfigManager {
         &self,
         topic: &str,
         queue_nums: u32,
-        perm: u32,
+        perm_bits: u32,
     ) -> Arc<TopicConfig> {
         if let Some(tc) = self.select(topic) {
             return tc;
         }
+        let queue_nums = java_int(queue_nums);
         self.create_if_absent(
             TopicConfig::new(topic)
                 .with_queues(queue_nums, queue_nums)
-                .with_perm(perm),
+                .with_perm(java_int(perm_bits)),
         )
     }
 
@@ -602,6 +553,20 @@ mod tests {
         assert!(validate_topic(&format!("%RETRY%{}", "a".repeat(200))).is_ok());
         assert!(is_not_allowed_send_topic(SCHEDULE_TOPIC));
         assert!(validate_group(&"g".repeat(121)).is_err());
+    }
+
+    #[test]
+    fn topics_json_entries_are_checked_and_named_by_their_key() {
+        let (w, has_version) =
+            parse_topics_json(r#"{"topicConfigTable":{"K":{"topicName":"","perm":6}}}"#).unwrap();
+        assert!(!has_version);
+        assert_eq!(w.topic_config_table["K"].topic_name, "K");
+        let negative = parse_topics_json(r#"{"topicConfigTable":{"K":{"readQueueNums":-1}}}"#);
+        assert_eq!(
+            negative.unwrap_err(),
+            "topicConfigTable.K.readQueueNums is -1, expected a non-negative integer"
+        );
+        assert!(parse_topics_json(r#"{"topicConfigTable":{"K":{"perm":-2}}}"#).is_err());
     }
 
     #[test]

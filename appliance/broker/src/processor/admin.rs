@@ -18,6 +18,10 @@ use std::sync::{Arc, OnceLock};
 use ringmq_remoting::body::consumer::{MessageQueue, ResetOffsetBody};
 use ringmq_remoting::body::kv::{KvTable, Properties};
 use ringmq_remoting::body::stats::{ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable};
+use ringmq_remoting::body::subscription::SubscriptionGroupConfig;
+use ringmq_remoting::body::topic::{
+    TopicConfig, TopicConfigAndMappingSerializeWrapper, TopicFilterType,
+};
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::header::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
@@ -33,8 +37,7 @@ use ringmq_runtime::{Reply, RequestContext};
 use ringmq_store::Boundary;
 
 use crate::context::{error_response, header_error, BrokerContext};
-use crate::metadata::subscription_group::SubscriptionGroupConfig;
-use crate::metadata::topic_config::{self as topics, TopicConfig};
+use crate::metadata::topic_config as topics;
 
 /// Largest admin request body accepted (a subscription group config, a properties text).
 pub const MAX_ADMIN_BODY_BYTES: usize = 1024 * 1024;
@@ -232,7 +235,10 @@ pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -
             format!("perm={} is not a permission bit set (0..=15)", h.perm),
         );
     }
-    if h.topic_filter_type != "SINGLE_TAG" && h.topic_filter_type != "MULTI_TAG" {
+    // Only the exact enum names: no ordinals, no padding.
+    let Some(topic_filter_type) = TopicFilterType::from_name(&h.topic_filter_type)
+        .filter(|t| t.name() == h.topic_filter_type)
+    else {
         return fail(
             request,
             ResponseCode::InvalidParameter,
@@ -241,7 +247,7 @@ pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -
                 h.topic_filter_type
             ),
         );
-    }
+    };
     let existing = ctx.topics.select(topic);
     let mut attributes = existing
         .as_ref()
@@ -253,14 +259,14 @@ pub fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -
         }
     }
     let tc = TopicConfig {
-        attributes,
-        order: h.order,
-        perm: h.perm as u32,
-        read_queue_nums: h.read_queue_nums as u32,
-        topic_filter_type: h.topic_filter_type.clone(),
         topic_name: topic.to_string(),
-        topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0) as u32,
-        write_queue_nums: h.write_queue_nums as u32,
+        read_queue_nums: h.read_queue_nums,
+        write_queue_nums: h.write_queue_nums,
+        perm: h.perm,
+        topic_filter_type,
+        topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0),
+        order: h.order,
+        attributes,
     };
     if existing.as_deref() == Some(&tc) && !h.force {
         return ok(request);
@@ -305,28 +311,15 @@ pub fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     ok(request)
 }
 
-fn topic_config_json(tc: &TopicConfig) -> serde_json::Value {
-    serde_json::to_value(tc).unwrap_or(serde_json::Value::Null)
-}
-
 /// GET_ALL_TOPIC_CONFIG (21): the whole table (no paging: the header's `totalTopicNum` is
 /// left out, which clients read as "complete").
 pub fn get_all_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     let w = ctx.topics.wrapper();
-    let table: serde_json::Map<String, serde_json::Value> = w
-        .topic_config_table
-        .iter()
-        .map(|(k, v)| (k.clone(), topic_config_json(v)))
-        .collect();
-    let dv = serde_json::to_value(w.data_version).unwrap_or_default();
-    let body = serde_json::json!({
-        "dataVersion": dv,
-        "mappingDataVersion": dv,
-        "topicConfigTable": table,
-        "topicQueueMappingDetailMap": {},
-        "topicQueueMappingInfoMap": {},
-    });
-    ok_body(request, body.to_string())
+    let body = TopicConfigAndMappingSerializeWrapper {
+        mapping_data_version: w.data_version,
+        ..w.into()
+    };
+    ok_body(request, body.encode())
 }
 
 /// GET_TOPIC_CONFIG (351).
@@ -336,7 +329,7 @@ pub fn get_topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply
         Err(r) => return *r,
     };
     match ctx.topics.select(&h.topic) {
-        Some(tc) => ok_body(request, topic_config_json(&tc).to_string()),
+        Some(tc) => ok_body(request, tc.to_value().to_json()),
         None => fail(
             request,
             ResponseCode::SystemError,
@@ -354,7 +347,7 @@ pub fn update_and_create_subscription_group(
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let sg: SubscriptionGroupConfig = match ringmq_remoting::body::decode_json(text.as_bytes()) {
+    let sg = match SubscriptionGroupConfig::decode(text.as_bytes()) {
         Ok(sg) => sg,
         Err(e) => {
             return fail(
@@ -402,7 +395,7 @@ pub fn delete_subscription_group(ctx: &BrokerContext, request: &RemotingCommand)
 
 /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the whole table, unpaged.
 pub fn get_all_subscription_group_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
-    match serde_json::to_string(&ctx.groups.wrapper()) {
+    match serde_json::to_string(&ctx.groups.wrapper().to_value()) {
         Ok(body) => ok_body(request, body),
         Err(e) => fail(
             request,
@@ -421,7 +414,7 @@ pub fn get_subscription_group_config(ctx: &BrokerContext, request: &RemotingComm
     match ctx
         .groups
         .get(&h.group)
-        .and_then(|sg| serde_json::to_string(&*sg).ok())
+        .and_then(|sg| serde_json::to_string(&sg.to_value()).ok())
     {
         Some(body) => ok_body(request, body),
         None => fail(
@@ -437,20 +430,133 @@ fn boot_timestamp_ms() -> i64 {
     *BOOT.get_or_init(crate::persist::now_ms)
 }
 
-/// Used / total bytes of the file system holding `path`, as a 0..1 ratio.
-fn disk_used_ratio(path: &std::path::Path) -> f64 {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+/// Sizes of the file system holding `path` (upstream's `File.getTotalSpace`,
+/// `getFreeSpace`, `getUsableSpace`), or `None` when `path` does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FsSpace {
+    total_bytes: u64,
+    free_bytes: u64,
+    usable_bytes: u64,
+}
+
+fn fs_space(path: &std::path::Path) -> Option<FsSpace> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs only writes into the zeroed struct we pass; `c` is a valid C string.
+    let s = unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut s) != 0 {
+            return None;
+        }
+        s
+    };
+    let block = s.f_frsize as u64;
+    Some(FsSpace {
+        total_bytes: s.f_blocks as u64 * block,
+        free_bytes: s.f_bfree as u64 * block,
+        usable_bytes: s.f_bavail as u64 * block,
+    })
+}
+
+/// Upstream's disk ratio (`getDiskPartitionSpaceUsedPercent`): used / (used + usable), with
+/// the root-reserved blocks left out, rounded up to whole percent; -1 when unknown. The same
+/// formula retention applies, so what operators see is what deletes files.
+fn disk_used_ratio(space: Option<FsSpace>) -> f64 {
+    let Some(s) = space.filter(|s| s.total_bytes > 0) else {
         return -1.0;
     };
-    // SAFETY: statvfs only writes into the zeroed struct we pass; `c` is a valid C string.
-    unsafe {
-        let mut s: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut s) != 0 || s.f_blocks == 0 {
-            return -1.0;
-        }
-        let total = s.f_blocks as f64;
-        let free = s.f_bavail as f64;
-        (total - free) / total
+    let used = s.total_bytes - s.free_bytes;
+    let entire = used + s.usable_bytes;
+    if entire == 0 {
+        return -1.0;
+    }
+    let percent = (used as u128 * 100).div_ceil(entire as u128);
+    percent as f64 / 100.0
+}
+
+/// A double as Java's `String.valueOf` prints it for the values runtime info holds
+/// ("0.68", "1.0", "-1.0").
+fn java_double(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e7 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The disk keys: `commitLogDirCapacity` (the file system of `storePathRootDir`),
+/// `commitLogDiskRatio` (and `commitLogDiskRatio_<dir>` per CommitLog directory) and
+/// `consumeQueueDiskRatio`.
+fn disk_info_into(t: &mut BTreeMap<String, String>, config: &crate::config::BrokerConfig) {
+    let root = config.store_root();
+    if let Some(s) = fs_space(&root) {
+        t.insert(
+            "commitLogDirCapacity".to_string(),
+            format!(
+                "Total : {}, Free : {}.",
+                crate::metrics::human_readable_bytes(s.total_bytes),
+                crate::metrics::human_readable_bytes(s.free_bytes)
+            ),
+        );
+    }
+    let commit_log_dir = config.commit_log_dir();
+    let ratio = disk_used_ratio(fs_space(&commit_log_dir));
+    t.insert(
+        format!("commitLogDiskRatio_{}", commit_log_dir.display()),
+        java_double(ratio),
+    );
+    t.insert("commitLogDiskRatio".to_string(), java_double(ratio));
+    t.insert(
+        "consumeQueueDiskRatio".to_string(),
+        java_double(disk_used_ratio(fs_space(&root.join("consumequeue")))),
+    );
+}
+
+/// `scheduleMessageOffset_<level>`: "delivered offset,max offset" of each delay level's
+/// schedule queue; the delivered offset as `delayOffset.json` holds it (flushed every 10 s).
+fn schedule_info_into(t: &mut BTreeMap<String, String>, ctx: &BrokerContext) {
+    for level in 1..=ctx.delay_levels_ms.len() as i32 {
+        let delivered = ctx.delay_offsets.offset(level).unwrap_or(0);
+        let max = ctx
+            .store
+            .max_offset_in_queue(topics::SCHEDULE_TOPIC, level - 1);
+        t.insert(
+            format!("scheduleMessageOffset_{level}"),
+            format!("{delivered},{max}"),
+        );
+    }
+}
+
+/// The thread-pool queue capacities upstream reports, from the configured (or upstream's
+/// default) `*QueueCapacity` keys; ringmq has no such pools, so the sizes beside them read 0.
+fn queue_capacities_into(t: &mut BTreeMap<String, String>, config: &crate::config::BrokerConfig) {
+    for (info_key, config_key) in [
+        ("sendThreadPoolQueueCapacity", "sendThreadPoolQueueCapacity"),
+        ("pullThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity"),
+        (
+            "litePullThreadPoolQueueCapacity",
+            "litePullThreadPoolQueueCapacity",
+        ),
+        (
+            "queryThreadPoolQueueCapacity",
+            "queryThreadPoolQueueCapacity",
+        ),
+        ("ackThreadPoolQueueCapacity", "ackThreadPoolQueueCapacity"),
+        (
+            "EndTransactionThreadPoolQueueCapacity",
+            "endTransactionPoolQueueCapacity",
+        ),
+    ] {
+        let value =
+            config.extra.get(config_key).cloned().or_else(|| {
+                match crate::config_keys::find(config_key)?.default {
+                    crate::config_keys::DefaultKind::Value(v) => Some(v.to_string()),
+                    _ => None,
+                }
+            });
+        t.insert(
+            info_key.to_string(),
+            value.unwrap_or_else(|| "0".to_string()),
+        );
     }
 }
 
@@ -494,7 +600,10 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
         "msgGetTotalYesterdayMorning",
         "putMessageTimesTotal",
         "putMessageSizeTotal",
-        "putMessageAverageSize",
+        "putMessageEntireTimeMax",
+        "putMessageFailedTimes",
+        "getMessageEntireTimeMax",
+        "dispatchMaxBuffer",
         "dispatchBehindBytes",
         "pageCacheLockTimeMills",
         "sendThreadPoolQueueSize",
@@ -511,16 +620,23 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
         "timerReadBehind",
         "timerOffsetBehind",
         "timerCongestNum",
-        "timerEnqueueTps",
-        "timerDequeueTps",
         "remainTransientStoreBufferNumbs",
-        "remainHowManyDataToCommit",
-        "remainHowManyDataToFlush",
         "startAcceptSendRequestTimeStamp",
         "commitLogMinOffset",
     ] {
         put(k, "0".to_string());
     }
+    put("timerEnqueueTps", "0.0".to_string());
+    put("timerDequeueTps", "0.0".to_string());
+    put("putMessageAverageSize", "0.0".to_string());
+    put("putLatency99", "0.00".to_string());
+    put("putLatency999", "0.00".to_string());
+    put("remainHowManyDataToFlush", "0 B".to_string());
+    put(
+        "putMessageDistributeTime",
+        "[<=0ms]:0 [0~10ms]:0 [10~50ms]:0 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:0 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:0 "
+            .to_string(),
+    );
     for k in [
         "putTps",
         "getTransferredTps",
@@ -530,35 +646,18 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     ] {
         put(k, "0.0 0.0 0.0".to_string());
     }
-    put("sendThreadPoolQueueCapacity", "10000".to_string());
-    put("pullThreadPoolQueueCapacity", "100000".to_string());
     put("commitLogMaxOffset", max_offset.to_string());
     let earliest = ctx
         .topics
         .topic_names()
         .iter()
         .flat_map(|topic| {
-            let n = ctx.topics.select(topic).map_or(0, |tc| tc.max_queue_nums()) as i32;
+            let n = ctx.topics.select(topic).map_or(0, |tc| tc.max_queue_nums());
             (0..n).filter_map(move |q| ctx.store.earliest_message_time(topic, q))
         })
         .min()
         .unwrap_or(0);
     put("earliestMessageTimeStamp", earliest.to_string());
-    let ratio = disk_used_ratio(&ctx.config.commit_log_dir());
-    let ratio = if ratio < 0.0 {
-        disk_used_ratio(&ctx.config.store_root())
-    } else {
-        ratio
-    };
-    put("commitLogDiskRatio", format!("{ratio}"));
-    put(
-        "consumeQueueDiskRatio",
-        format!("{}", disk_used_ratio(&ctx.config.store_root())),
-    );
-    put(
-        "commitLogDirCapacity",
-        format!("Total : 0 GiB, Free : 0 GiB. (ratio {ratio:.3})"),
-    );
     put("totalMemKBytes", total_mem_kbytes().to_string());
     put("bootTimestamp", boot.to_string());
     let up_s = (now - boot).max(0) / 1000;
@@ -572,6 +671,9 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
             up_s % 60
         ),
     );
+    disk_info_into(&mut t, &ctx.config);
+    queue_capacities_into(&mut t, &ctx.config);
+    schedule_info_into(&mut t, ctx);
     // Real put/get totals, TPS windows and ringmq's stage profile over the placeholders.
     ctx.metrics.runtime_info_into(&mut t);
     KvTable { table: t }
@@ -591,7 +693,7 @@ pub fn get_topic_stats_info(ctx: &BrokerContext, request: &RemotingCommand) -> R
         );
     };
     let mut table = TopicStatsTable::default();
-    for q in 0..tc.max_queue_nums() as i32 {
+    for q in 0..tc.max_queue_nums() {
         let min = ctx.store.min_offset_in_queue(&h.topic, q).max(0);
         let max = ctx.store.max_offset_in_queue(&h.topic, q).max(0);
         let last = if max > 0 {
@@ -620,7 +722,7 @@ pub fn consume_stats(ctx: &BrokerContext, group: &str, topic_names: &[String]) -
         let Some(tc) = ctx.topics.select(topic) else {
             continue;
         };
-        for q in 0..tc.read_queue_nums as i32 {
+        for q in 0..tc.read_queue_nums {
             let broker_offset = ctx.store.max_offset_in_queue(topic, q).max(0);
             let consumer_offset = ctx
                 .offsets
@@ -796,7 +898,7 @@ pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Repl
         .response_to(ResponseCode::Success.code(), None)
         .with_body(ctx.live.properties_text())
         .with_header(&GetBrokerConfigResponseHeader {
-            version: Some(ctx.live.data_version().to_json()),
+            version: Some(ctx.live.data_version().encode()),
         })
         .into()
 }
@@ -824,10 +926,15 @@ pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand, call
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    match crate::live_config::apply_update(ctx, &props, caller) {
-        Ok(report) => request
-            .response_to(ResponseCode::Success.code(), Some(report.remark()))
-            .into(),
+    match crate::live_config::apply_update(&ctx.live, &ctx.topics, &ctx.groups, &props, caller) {
+        Ok(report) => {
+            // The store enforces the send-queue wait itself; hand it the new limit.
+            ctx.store
+                .set_send_queue_wait_limit_ms(ctx.live.send_queue_wait_limit_ms());
+            request
+                .response_to(ResponseCode::Success.code(), Some(report.remark()))
+                .into()
+        }
         Err(e) => fail(request, e.response_code(), e.to_string()),
     }
 }
@@ -863,7 +970,7 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
         );
     }
     let queues: Vec<i32> = if h.queue_id >= 0 {
-        if h.queue_id as u32 >= tc.read_queue_nums.max(tc.write_queue_nums) {
+        if h.queue_id >= tc.max_queue_nums() {
             return fail(
                 request,
                 ResponseCode::InvalidParameter,
@@ -872,7 +979,7 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
         }
         vec![h.queue_id]
     } else {
-        (0..tc.read_queue_nums as i32).collect()
+        (0..tc.read_queue_nums).collect()
     };
     let mut body = ResetOffsetBody::default();
     for q in queues {
@@ -1099,11 +1206,19 @@ mod tests {
         call(ctx, r)
     }
 
-    fn body_json(r: &RemotingCommand) -> serde_json::Value {
-        serde_json::from_str(&crate::persist::fastjson_to_standard(
-            std::str::from_utf8(&r.body).unwrap(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.body)))
+    fn body_json(r: &RemotingCommand) -> Value {
+        json::parse(&r.body).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.body)))
+    }
+
+    /// The value at a dotted `path` (object keys, array indexes) of `v`.
+    fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
+        path.split('.').fold(v, |v, key| {
+            let item = match (v.as_array(), key.parse::<usize>()) {
+                (Some(items), Ok(i)) => items.get(i),
+                _ => v.get(key),
+            };
+            item.unwrap_or_else(|| panic!("no {key:?} in {}", v.to_json()))
+        })
     }
 
     #[test]
@@ -1173,7 +1288,10 @@ mod tests {
                 },
             ),
         );
-        assert_eq!(body_json(&r)["readQueueNums"], 4);
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            r#"{"attributes":{"message.type":"NORMAL"},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"AdminTopic","topicSysFlag":0,"writeQueueNums":4}"#
+        );
         let r = call(
             &ctx,
             req(
@@ -1191,10 +1309,27 @@ mod tests {
         );
         let v = body_json(&r);
         assert_eq!(
-            v["topicConfigTable"]["AdminTopic"]["topicName"],
-            "AdminTopic"
+            at(&v, "topicConfigTable.AdminTopic.topicName").as_str(),
+            Some("AdminTopic")
         );
-        assert!(v["dataVersion"]["counter"].as_i64().unwrap() >= 1);
+        assert!(at(&v, "dataVersion.counter").as_i64().unwrap() >= 1);
+        assert_eq!(at(&v, "mappingDataVersion"), at(&v, "dataVersion"));
+        let keys: Vec<&str> = v
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "dataVersion",
+                "mappingDataVersion",
+                "topicConfigTable",
+                "topicQueueMappingDetailMap",
+                "topicQueueMappingInfoMap"
+            ]
+        );
         // Delete.
         let del = |t: &str| {
             call(
@@ -1254,15 +1389,18 @@ mod tests {
                 ),
             )
         };
-        assert_eq!(body_json(&get("GA"))["retryMaxTimes"], 5);
+        assert_eq!(
+            at(&body_json(&get("GA")), "retryMaxTimes").as_i64(),
+            Some(5)
+        );
         assert_eq!(
             get("Nope").code,
             ResponseCode::SubscriptionGroupNotExist.code()
         );
         let all = call(&ctx, RemotingCommand::request(201, 1));
         assert_eq!(
-            body_json(&all)["subscriptionGroupTable"]["GA"]["groupName"],
-            "GA"
+            at(&body_json(&all), "subscriptionGroupTable.GA.groupName").as_str(),
+            Some("GA")
         );
         ctx.offsets.commit_offset("GA", "T", 0, 5);
         let mut del = RemotingCommand::request(207, 1);
@@ -1272,44 +1410,111 @@ mod tests {
         assert_eq!(ctx.offsets.query_offset("GA", "T", 0), None);
     }
 
+    /// Every key upstream's GET_BROKER_RUNTIME_INFO answers with (5.3.4: the store's stats,
+    /// the broker's own keys; `remainHowManyDataToCommit` only with a transient store pool),
+    /// besides `commitLogDiskRatio_<dir>` and `scheduleMessageOffset_<level>`.
+    const UPSTREAM_RUNTIME_INFO_KEYS: &[&str] = &[
+        "EndTransactionQueueSize",
+        "EndTransactionThreadPoolQueueCapacity",
+        "ackThreadPoolQueueCapacity",
+        "ackThreadPoolQueueHeadWaitTimeMills",
+        "ackThreadPoolQueueSize",
+        "bootTimestamp",
+        "brokerActive",
+        "brokerVersionDesc",
+        "commitLogDirCapacity",
+        "commitLogDiskRatio",
+        "commitLogMaxOffset",
+        "commitLogMinOffset",
+        "consumeQueueDiskRatio",
+        "dispatchBehindBytes",
+        "dispatchMaxBuffer",
+        "earliestMessageTimeStamp",
+        "getFoundTps",
+        "getMessageEntireTimeMax",
+        "getMissTps",
+        "getTotalTps",
+        "getTransferredTps",
+        "litePullThreadPoolQueueCapacity",
+        "litePullThreadPoolQueueHeadWaitTimeMills",
+        "litePullThreadPoolQueueSize",
+        "msgGetTotalTodayMorning",
+        "msgGetTotalTodayNow",
+        "msgGetTotalYesterdayMorning",
+        "msgPutTotalTodayMorning",
+        "msgPutTotalTodayNow",
+        "msgPutTotalYesterdayMorning",
+        "pageCacheLockTimeMills",
+        "pullThreadPoolQueueCapacity",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueSize",
+        "putLatency99",
+        "putLatency999",
+        "putMessageAverageSize",
+        "putMessageDistributeTime",
+        "putMessageEntireTimeMax",
+        "putMessageFailedTimes",
+        "putMessageSizeTotal",
+        "putMessageTimesTotal",
+        "putTps",
+        "queryThreadPoolQueueCapacity",
+        "queryThreadPoolQueueHeadWaitTimeMills",
+        "queryThreadPoolQueueSize",
+        "remainHowManyDataToFlush",
+        "remainTransientStoreBufferNumbs",
+        "runtime",
+        "sendThreadPoolQueueCapacity",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "sendThreadPoolQueueSize",
+        "startAcceptSendRequestTimeStamp",
+        "timerCongestNum",
+        "timerDequeueTps",
+        "timerEnqueueTps",
+        "timerOffsetBehind",
+        "timerReadBehind",
+    ];
+
     #[test]
-    fn runtime_info_has_the_keys_mqadmin_reads() {
-        let (ctx, _) = test_context(BrokerConfig::default());
+    fn runtime_info_has_every_upstream_key_in_upstream_format() {
+        let root = std::env::temp_dir().join(format!("ringmq-rt-info-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let config = BrokerConfig {
+            store_path_root_dir: root.display().to_string(),
+            ..BrokerConfig::default()
+        };
+        let (ctx, _) = test_context(config);
         send_simple(&ctx, "RtTopic", 0, "", b"x");
         let r = call(&ctx, RemotingCommand::request(28, 1));
         let kv = KvTable::decode(&r.body).unwrap();
-        for k in [
-            "brokerVersionDesc",
-            "brokerActive",
-            "msgPutTotalTodayNow",
-            "msgGetTotalTodayNow",
-            "msgPutTotalTodayMorning",
-            "msgGetTotalTodayMorning",
-            "msgPutTotalYesterdayMorning",
-            "msgGetTotalYesterdayMorning",
-            "putTps",
-            "getTransferredTps",
-            "commitLogDiskRatio",
-            "consumeQueueDiskRatio",
-            "earliestMessageTimeStamp",
-            "pageCacheLockTimeMills",
-            "sendThreadPoolQueueSize",
-            "pullThreadPoolQueueSize",
-            "sendThreadPoolQueueHeadWaitTimeMills",
-            "pullThreadPoolQueueHeadWaitTimeMills",
-            "putMessageAverageSize",
-            "timerReadBehind",
-            "timerOffsetBehind",
-            "timerCongestNum",
-            "timerEnqueueTps",
-            "timerDequeueTps",
-            "totalMemKBytes",
-            "bootTimestamp",
-            "commitLogMaxOffset",
-            "dispatchBehindBytes",
-        ] {
-            assert!(kv.table.contains_key(k), "missing {k}");
+        let missing: Vec<&str> = UPSTREAM_RUNTIME_INFO_KEYS
+            .iter()
+            .copied()
+            .filter(|k| !kv.table.contains_key(*k))
+            .collect();
+        assert!(missing.is_empty(), "missing {missing:?}");
+        let per_dir = format!("commitLogDiskRatio_{}", root.join("commitlog").display());
+        assert!(kv.table.contains_key(&per_dir), "missing {per_dir}");
+        for level in 1..=18 {
+            let v = &kv.table[&format!("scheduleMessageOffset_{level}")];
+            let (delivered, max) = v.split_once(',').unwrap();
+            assert!(
+                delivered.parse::<i64>().is_ok() && max.parse::<i64>().is_ok(),
+                "{v}"
+            );
         }
+        let space = fs_space(&root).unwrap();
+        assert_eq!(
+            kv.table["commitLogDirCapacity"],
+            format!(
+                "Total : {}, Free : {}.",
+                crate::metrics::human_readable_bytes(space.total_bytes),
+                crate::metrics::human_readable_bytes(space.free_bytes)
+            )
+        );
+        assert!(kv.table["commitLogDirCapacity"].ends_with(" GiB.") || space.total_bytes < 1 << 30);
+        assert_eq!(kv.table["timerEnqueueTps"], "0.0");
+        assert_eq!(kv.table["remainHowManyDataToFlush"], "0 B");
+        assert_eq!(kv.table["EndTransactionThreadPoolQueueCapacity"], "100000");
         assert!(kv.table["commitLogMaxOffset"].parse::<i64>().unwrap() > 0);
         assert!(kv.table["earliestMessageTimeStamp"].parse::<i64>().unwrap() > 0);
         // No sampler tick yet (no broker thread in this test): rates read 0.
@@ -1330,9 +1535,34 @@ mod tests {
             "ringmq.reputLagBytes",
             "ringmq.busyRefusals.PC_SYNCHRONIZED",
             "getTransferedTps",
+            "totalMemKBytes",
         ] {
             assert!(kv.table.contains_key(k), "missing {k}");
         }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn disk_ratio_and_sizes_use_upstream_formulas() {
+        // 700 used of 1000, 250 usable (50 reserved for root): upstream 700/950 rounded up.
+        let s = FsSpace {
+            total_bytes: 1000,
+            free_bytes: 300,
+            usable_bytes: 250,
+        };
+        assert_eq!(java_double(disk_used_ratio(Some(s))), "0.74");
+        assert_eq!(java_double(disk_used_ratio(None)), "-1.0");
+        let full = FsSpace {
+            total_bytes: 1000,
+            free_bytes: 0,
+            usable_bytes: 0,
+        };
+        assert_eq!(java_double(disk_used_ratio(Some(full))), "1.0");
+        let h = crate::metrics::human_readable_bytes;
+        assert_eq!(h(512), "512 B");
+        assert_eq!(h(1536), "1.5 KiB");
+        assert_eq!(h(252 << 30), "252.0 GiB");
+        assert_eq!(h(32_104_000_000), "29.9 GiB");
     }
 
     #[test]
@@ -1411,7 +1641,7 @@ mod tests {
                 },
             ),
         );
-        assert_eq!(body_json(&by_who)["groupList"][0], "SG");
+        assert_eq!(at(&body_json(&by_who), "groupList.0").as_str(), Some("SG"));
         let by_group = call(
             &ctx,
             req(
@@ -1422,7 +1652,10 @@ mod tests {
                 },
             ),
         );
-        assert_eq!(body_json(&by_group)["topicList"][0], "StatTopic");
+        assert_eq!(
+            at(&body_json(&by_group), "topicList.0").as_str(),
+            Some("StatTopic")
+        );
         let all = call(
             &ctx,
             RemotingCommand::request(RequestCode::GetAllConsumerOffset as i32, 1),
@@ -1450,9 +1683,15 @@ mod tests {
         let r = call(&ctx, req(RequestCode::GetConsumerConnectionList, &h));
         assert_eq!(r.code, 0, "{:?}", r.remark);
         let v = body_json(&r);
-        assert_eq!(v["connectionSet"][0]["clientId"], "client-1");
-        assert_eq!(v["messageModel"], "CLUSTERING");
-        assert_eq!(v["subscriptionTable"]["CTopic"]["subString"], "*");
+        assert_eq!(
+            at(&v, "connectionSet.0.clientId").as_str(),
+            Some("client-1")
+        );
+        assert_eq!(at(&v, "messageModel").as_str(), Some("CLUSTERING"));
+        assert_eq!(
+            at(&v, "subscriptionTable.CTopic.subString").as_str(),
+            Some("*")
+        );
         let p = GetProducerConnectionListRequestHeader {
             producer_group: "NoPG".into(),
             ..Default::default()
@@ -1484,6 +1723,18 @@ mod tests {
         let text = std::str::from_utf8(&r.body).unwrap();
         assert!(text.contains("brokerClusterName=DefaultCluster"));
         assert!(r.ext_fields.get("version").unwrap().contains("counter"));
+        // Every upstream key with a value is listed, as a Java broker lists it.
+        let listed: std::collections::BTreeSet<String> = crate::config::parse_java_properties(text)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let missing: Vec<&str> = crate::config_keys::upstream_keys()
+            .iter()
+            .filter(|k| matches!(k.default, crate::config_keys::DefaultKind::Value(_)))
+            .map(|k| k.key)
+            .filter(|k| !listed.contains(*k))
+            .collect();
+        assert!(missing.is_empty(), "GET_BROKER_CONFIG lacks {missing:?}");
         let up = |body: &str| {
             call(
                 &ctx,
@@ -1577,17 +1828,8 @@ mod tests {
             ResponseCode::ConsumerNotOnline.code()
         );
         let ch = FakeChannel::new(7);
-        let hb = serde_json::json!({
-            "clientID": "c7",
-            "consumerDataSet": [{"groupName": "LG", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                "subscriptionDataSet": [{"topic": "LTopic", "subString": "*", "expressionType": "TAG", "subVersion": 1}]}]
-        });
-        crate::test_support::run_on(
-            &ctx,
-            RemotingCommand::request(34, 1).with_body(hb.to_string()),
-            &ch,
-        );
+        let hb = r#"{"clientID":"c7","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"LG","messageModel":"CLUSTERING","subscriptionDataSet":[{"expressionType":"TAG","subString":"*","subVersion":1,"topic":"LTopic"}]}]}"#;
+        crate::test_support::run_on(&ctx, RemotingCommand::request(34, 1).with_body(hb), &ch);
         assert_eq!(call(&ctx, r).code, 0);
         let pushed = ch
             .sent()
@@ -1607,7 +1849,7 @@ mod tests {
             RemotingCommand::request(RequestCode::GetSystemTopicListFromBroker as i32, 1),
         );
         let v = body_json(&r);
-        let list: Vec<&str> = v["topicList"]
+        let list: Vec<&str> = at(&v, "topicList")
             .as_array()
             .unwrap()
             .iter()

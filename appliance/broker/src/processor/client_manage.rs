@@ -142,7 +142,7 @@ pub fn heartbeat(ctx: &BrokerContext, request: &RemotingCommand, rc: &RequestCon
         if (outcome.channels_changed || outcome.subscriptions_changed)
             && notify_enabled
             && model != "BROADCASTING"
-            && ctx.config.notify_consumer_ids_changed_enable
+            && ctx.live.notify_consumer_ids_changed_enable()
         {
             tracing::info!(
                 group,
@@ -239,7 +239,7 @@ pub fn unregister_client(
                 .groups
                 .get(&cg)
                 .is_none_or(|g| g.notify_consumer_ids_changed_enable);
-            if notify && ctx.config.notify_consumer_ids_changed_enable {
+            if notify && ctx.live.notify_consumer_ids_changed_enable() {
                 notify_consumer_ids_changed(ctx, &cg);
             }
         }

@@ -1,12 +1,15 @@
 //! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): permission and subscription checks, tag /
 //! SQL92 filtering, the store read, GetMessageStatus → response code and next-offset rules,
-//! piggy-backed offset commit, long polling, and a zero-copy body: the stored records go out
+//! piggy-backed offset commit, long polling (the pull parks on the network core that
+//! received it, [`crate::long_polling`]), and a zero-copy body: the stored records go out
 //! as `extra_body` chunks, memory slices of the CommitLog mapping (one vectored write) or,
 //! for runs of at least `ringmq.pull.zeroCopyMinBytes`, file ranges spliced from the
 //! CommitLog file to the socket ([`pull_body`]). features.md §e.1, headers.md §2.1.
 
 use std::sync::Arc;
 
+use ringmq_remoting::body::subscription::SubscriptionGroupConfig;
+use ringmq_remoting::body::topic::TopicConfig;
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::header::PullMessageHeaderRef;
 use ringmq_remoting::message::record::{self, Decoded};
@@ -16,7 +19,8 @@ use ringmq_runtime::{BodyChunk, FileRange, Reply, RequestContext, Response};
 use ringmq_store::{FileSpan, GetMessageResult, GetMessageStatus, MessageFilter};
 
 use crate::client::consumer_manager::SubscriptionData;
-use crate::context::{header_error, BrokerContext, PropertyPredicate};
+use crate::context::{header_error, BrokerContext};
+use crate::filter::PropertyPredicate;
 use crate::long_polling::HeldPull;
 use crate::metadata::topic_config as topics;
 use crate::processor::send::FAQ_SUGGESTION;
@@ -29,11 +33,7 @@ pub use ringmq_remoting::header::{
 /// Longest a pull may be parked, whatever the client asks (an explicit bound on held state).
 const MAX_SUSPEND_MS: i64 = 3_600_000;
 
-/// Default of `ringmq.pull.zeroCopyMinBytes`: the smallest run at which splicing was not
-/// worse than the vectored write on average (server CPU per MB 0.78-1.06x, throughput
-/// 0.96-1.07x over four runs; 16 KiB runs averaged worse, 64 KiB runs were always better).
-/// `benches/README.md`, "pull body: splice vs vectored write".
-pub const DEFAULT_ZERO_COPY_MIN_BYTES: u64 = 32 * 1024;
+pub use crate::config::DEFAULT_ZERO_COPY_MIN_BYTES;
 
 /// The filter a pull applies while reading.
 #[derive(Clone)]
@@ -77,7 +77,13 @@ impl MessageFilter for PullFilter {
 
 enum Outcome {
     Respond(Response),
-    Suspend { filter: PullFilter, timeout_ms: i64 },
+    Suspend(Suspension),
+}
+
+/// A first attempt that found nothing and may wait for an arrival.
+struct Suspension {
+    filter: PullFilter,
+    timeout_ms: i64,
 }
 
 /// Processes a pull request.
@@ -87,47 +93,57 @@ pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestC
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
-    let peer = rc.connection().peer_addr();
-    match execute(ctx, &request, &header, true, &peer.to_string()) {
+    let peer = rc.connection().peer_addr().to_string();
+    match execute(ctx, &request, &header, true, &peer) {
         Outcome::Respond(r) => Reply::Now(r),
-        Outcome::Suspend { filter, timeout_ms } => {
-            let responder = rc.responder();
+        Outcome::Suspend(suspension) => {
             let (topic, queue_id, offset) = (
                 header.topic.to_owned(),
                 header.queue_id,
                 header.queue_offset,
             );
-            let ctx2 = ctx.clone();
-            let peer = peer.to_string();
-            let matcher_filter = filter.clone();
-            ctx.hold.hold(
-                &topic,
-                queue_id,
-                HeldPull {
-                    offset,
-                    deadline_ms: crate::persist::now_ms() + timeout_ms,
-                    matcher: Box::new(move |code, props| {
-                        matcher_filter.matches_arrival(code, props)
-                    }),
-                    resume: Box::new(move || {
-                        let response = rerun(&ctx2, &request, &peer);
-                        ctx2.metrics.record_rpc(
-                            request.code,
-                            response.command.code,
-                            response.command.remark.as_deref(),
-                            started.elapsed(),
-                            true,
-                        );
-                        responder.respond(response);
-                    }),
-                },
-            );
+            let core = rc.core_index();
+            let pull = held_pull(ctx, request, rc, peer, offset, suspension, started);
+            ctx.hold.hold(core, &topic, queue_id, pull);
             // A message may have landed between the read and the parking: re-check once.
-            if ctx.store.max_offset_in_queue(&topic, queue_id) > offset {
-                ctx.hold.notify_max_offset(&topic, queue_id, offset + 1);
+            let max_offset = ctx.store.max_offset_in_queue(&topic, queue_id);
+            if max_offset > offset {
+                ctx.hold.wake_below(core, &topic, queue_id, max_offset);
             }
             Reply::Later
         }
+    }
+}
+
+/// The parked form of a pull that found nothing: woken by a matching arrival, it is
+/// re-run and answered through the request's responder.
+fn held_pull(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &RequestContext,
+    peer: String,
+    offset: i64,
+    Suspension { filter, timeout_ms }: Suspension,
+    started: std::time::Instant,
+) -> HeldPull {
+    let responder = rc.responder();
+    let ctx = ctx.clone();
+    HeldPull {
+        offset,
+        deadline_ms: crate::persist::now_ms() + timeout_ms,
+        matches_properties: matches!(filter, PullFilter::Sql(_)),
+        matcher: Box::new(move |code, props| filter.matches_arrival(code, props)),
+        resume: Box::new(move || {
+            let response = rerun(&ctx, &request, &peer);
+            ctx.metrics.record_rpc(
+                request.code,
+                response.command.code,
+                response.command.remark.as_deref(),
+                started.elapsed(),
+                true,
+            );
+            responder.respond(response);
+        }),
     }
 }
 
@@ -137,7 +153,7 @@ fn rerun(ctx: &BrokerContext, request: &RemotingCommand, peer: &str) -> Response
     match PullMessageHeaderRef::decode(&request.ext_fields) {
         Ok(header) => match execute(ctx, request, &header, false, peer) {
             Outcome::Respond(r) => r,
-            Outcome::Suspend { .. } => unreachable_suspend(request),
+            Outcome::Suspend(_) => unreachable_suspend(request),
         },
         Err(e) => request
             .response_to(ResponseCode::SystemError.code(), Some(e.to_string()))
@@ -160,14 +176,20 @@ fn refuse(
     code: ResponseCode,
     remark: String,
     forbidden: Option<i32>,
-) -> Outcome {
+) -> Refused {
     tracing::debug!(code = code.name(), "pull refused: {remark}");
     let mut r = request.response_to(code.code(), Some(remark));
     if let Some(kind) = forbidden {
         r.ext_fields.insert("forbiddenType", kind.to_string());
     }
-    Outcome::Respond(r.into())
+    Refused(Box::new(r))
 }
+
+/// The answer of a check that refused the pull (boxed: refusals are the rare path).
+struct Refused(Box<RemotingCommand>);
+
+/// A check's value, or the refusal to answer with.
+type Checked<T> = Result<T, Refused>;
 
 /// One pull attempt. `first` = the request as received (may suspend and commit offsets);
 /// re-runs after long polling pass false.
@@ -178,9 +200,57 @@ fn execute(
     first: bool,
     peer: &str,
 ) -> Outcome {
+    match attempt(ctx, request, h, first, peer) {
+        Ok(outcome) => outcome,
+        Err(Refused(answer)) => Outcome::Respond((*answer).into()),
+    }
+}
+
+/// The checks in upstream order, the store read, then the answer or the suspension.
+fn attempt(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+    first: bool,
+    peer: &str,
+) -> Checked<Outcome> {
+    check_broker_readable(ctx, request, h)?;
+    let group_config = consuming_group(ctx, request, h)?;
+    let topic_config = readable_queue(ctx, request, h, peer)?;
+    let subscription = subscription(ctx, request, h, &group_config)?;
+    let filter = pull_filter(ctx, request, h, &subscription)?;
+    let (code, status_name, result) = read_queue(ctx, h, &filter);
+    let response = response_header(
+        ctx,
+        request.response_to(code.code(), Some(status_name.to_string())),
+        &result,
+        &group_config,
+        &topic_config,
+    );
+    record_offsets(ctx, h, first, result.next_begin_offset);
+    if let Some(timeout_ms) = suspend_timeout_ms(ctx, h, code, first) {
+        return Ok(Outcome::Suspend(Suspension { filter, timeout_ms }));
+    }
+    let extra_body = if code == ResponseCode::Success {
+        pull_body(result, ctx.config.ringmq_pull_zero_copy_min_bytes)
+    } else {
+        Vec::new()
+    };
+    Ok(Outcome::Respond(Response {
+        command: response,
+        extra_body,
+    }))
+}
+
+/// The broker serves pulls (brokerPermission), and lite pulls when enabled.
+fn check_broker_readable(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+) -> Checked<()> {
     let config = &ctx.config;
     if !ctx.live.is_readable() {
-        return refuse(
+        return Err(refuse(
             request,
             ResponseCode::NoPermission,
             format!(
@@ -188,12 +258,12 @@ fn execute(
                 config.broker_ip1
             ),
             Some(1),
-        );
+        ));
     }
     let lite = request.code == RequestCode::LitePullMessage.code()
         || h.sys_flag & PULL_FLAG_LITE_PULL != 0;
     if lite && !config.lite_pull_message_enable {
-        return refuse(
+        return Err(refuse(
             request,
             ResponseCode::NoPermission,
             format!(
@@ -201,10 +271,19 @@ fn execute(
                 config.broker_ip1
             ),
             Some(1),
-        );
+        ));
     }
+    Ok(())
+}
+
+/// The consumer group exists (or was auto-created) and may consume.
+fn consuming_group(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+) -> Checked<Arc<SubscriptionGroupConfig>> {
     let Some(group_config) = ctx.groups.find(h.consumer_group) else {
-        return refuse(
+        return Err(refuse(
             request,
             ResponseCode::SubscriptionGroupNotExist,
             format!(
@@ -212,18 +291,28 @@ fn execute(
                 h.consumer_group
             ),
             None,
-        );
+        ));
     };
     if !group_config.consume_enable {
-        return refuse(
+        return Err(refuse(
             request,
             ResponseCode::NoPermission,
             format!("subscription group no permission, {}", h.consumer_group),
             Some(2),
-        );
+        ));
     }
+    Ok(group_config)
+}
+
+/// The topic exists, is readable, and has the requested read queue.
+fn readable_queue(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+    peer: &str,
+) -> Checked<Arc<TopicConfig>> {
     let Some(topic_config) = ctx.topics.select(h.topic) else {
-        return refuse(
+        return Err(refuse(
             request,
             ResponseCode::TopicNotExist,
             format!(
@@ -231,18 +320,18 @@ fn execute(
                 h.topic
             ),
             None,
-        );
+        ));
     };
     if !topic_config.is_readable() {
-        return refuse(
+        return Err(refuse(
             request,
             ResponseCode::NoPermission,
             format!("the topic[{}] pulling message is forbidden", h.topic),
             Some(3),
-        );
+        ));
     }
-    if h.queue_id < 0 || h.queue_id as u32 >= topic_config.read_queue_nums {
-        return refuse(
+    if h.queue_id < 0 || h.queue_id >= topic_config.read_queue_nums {
+        return Err(refuse(
             request,
             ResponseCode::InvalidParameter,
             format!(
@@ -250,156 +339,201 @@ fn execute(
                 h.queue_id, h.topic, topic_config.read_queue_nums
             ),
             None,
-        );
+        ));
     }
+    Ok(topic_config)
+}
 
-    // Subscription: from the request, or the one the group registered by heartbeat.
-    let subscription = if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
-        SubscriptionData::build(
+/// The subscription: from the request, or the one the group registered by heartbeat.
+fn subscription(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+    group_config: &SubscriptionGroupConfig,
+) -> Checked<SubscriptionData> {
+    if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
+        return Ok(SubscriptionData::build(
             h.topic,
             h.subscription.unwrap_or("*"),
             h.expression_type.unwrap_or("TAG"),
             h.sub_version,
-        )
-    } else {
-        let Some(group_info) = ctx.consumers.group(h.consumer_group) else {
-            return refuse(
-                request,
-                ResponseCode::SubscriptionNotExist,
-                format!("the consumer's group info not exist{FAQ_SUGGESTION}"),
-                None,
-            );
-        };
-        if group_info.is_broadcasting() && !group_config.consume_broadcast_enable {
-            return refuse(
-                request,
-                ResponseCode::NoPermission,
-                format!(
-                    "the consumer group[{}] can not consume by broadcast way",
-                    h.consumer_group
-                ),
-                Some(4),
-            );
-        }
-        if ctx.groups.forbidden(h.consumer_group, h.topic) & topics::PERM_READ != 0 {
-            return refuse(
-                request,
-                ResponseCode::NoPermission,
-                format!(
-                    "the consumer group[{}] is forbidden for topic[{}]",
-                    h.consumer_group, h.topic
-                ),
-                Some(5),
-            );
-        }
-        let Some(sub) = group_info.subscriptions.get(h.topic).cloned() else {
-            return refuse(
-                request,
-                ResponseCode::SubscriptionNotExist,
-                format!("the consumer's subscription not exist{FAQ_SUGGESTION}"),
-                None,
-            );
-        };
-        if sub.sub_version < h.sub_version {
-            return refuse(
-                request,
-                ResponseCode::SubscriptionNotLatest,
-                format!(
-                    "the consumer's subscription not latest, group: {} {} < {}",
-                    h.consumer_group, sub.sub_version, h.sub_version
-                ),
-                None,
-            );
-        }
-        sub
+        ));
+    }
+    registered_subscription(ctx, request, h, group_config)
+}
+
+/// The subscription the group registered by heartbeat, if it may pull with it.
+fn registered_subscription(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+    group_config: &SubscriptionGroupConfig,
+) -> Checked<SubscriptionData> {
+    let Some(group_info) = ctx.consumers.group(h.consumer_group) else {
+        return Err(refuse(
+            request,
+            ResponseCode::SubscriptionNotExist,
+            format!("the consumer's group info not exist{FAQ_SUGGESTION}"),
+            None,
+        ));
     };
-    let filter = if subscription.is_tag_type() {
-        PullFilter::Tag(subscription.tag_filter())
-    } else if subscription.expression_type != "SQL92" {
-        return refuse(
+    if group_info.is_broadcasting() && !group_config.consume_broadcast_enable {
+        return Err(refuse(
+            request,
+            ResponseCode::NoPermission,
+            format!(
+                "the consumer group[{}] can not consume by broadcast way",
+                h.consumer_group
+            ),
+            Some(4),
+        ));
+    }
+    if ctx.groups.forbidden(h.consumer_group, h.topic) & topics::PERM_READ != 0 {
+        return Err(refuse(
+            request,
+            ResponseCode::NoPermission,
+            format!(
+                "the consumer group[{}] is forbidden for topic[{}]",
+                h.consumer_group, h.topic
+            ),
+            Some(5),
+        ));
+    }
+    let Some(sub) = group_info.subscriptions.get(h.topic).cloned() else {
+        return Err(refuse(
+            request,
+            ResponseCode::SubscriptionNotExist,
+            format!("the consumer's subscription not exist{FAQ_SUGGESTION}"),
+            None,
+        ));
+    };
+    if sub.sub_version < h.sub_version {
+        return Err(refuse(
+            request,
+            ResponseCode::SubscriptionNotLatest,
+            format!(
+                "the consumer's subscription not latest, group: {} {} < {}",
+                h.consumer_group, sub.sub_version, h.sub_version
+            ),
+            None,
+        ));
+    }
+    Ok(sub)
+}
+
+/// The tag or SQL92 filter of the subscription.
+fn pull_filter(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    h: &PullMessageHeaderRef<'_>,
+    subscription: &SubscriptionData,
+) -> Checked<PullFilter> {
+    if subscription.is_tag_type() {
+        return Ok(PullFilter::Tag(subscription.tag_filter()));
+    }
+    if subscription.expression_type != "SQL92" {
+        return Err(refuse(
             request,
             ResponseCode::SubscriptionParseFailed,
             format!("unknown expressionType {:?}", subscription.expression_type),
             None,
-        );
-    } else if !ctx.live.enable_property_filter() {
-        return refuse(
+        ));
+    }
+    if !ctx.live.enable_property_filter() {
+        return Err(refuse(
             request,
             ResponseCode::SystemError,
             "The broker does not support consumer to filter message by SQL92".to_string(),
             None,
-        );
-    } else if topics::is_retry_or_dlq_topic(h.topic) {
+        ));
+    }
+    if topics::is_retry_or_dlq_topic(h.topic) {
         // filterSupportRetry=false: retry messages are not SQL-filtered.
-        PullFilter::Tag(TagFilter::All)
-    } else {
-        match ctx.sql92.map(|compile| compile(&subscription.sub_string)) {
-            Some(Ok(predicate)) => PullFilter::Sql(predicate),
-            Some(Err(e)) => {
-                return refuse(
-                    request,
-                    ResponseCode::SubscriptionParseFailed,
-                    format!("parse the consumer's subscription failed: {e}"),
-                    None,
-                )
-            }
-            None => {
-                return refuse(
-                    request,
-                    ResponseCode::SystemError,
-                    "SQL92 filtering is not available in this broker build".to_string(),
-                    None,
-                )
-            }
-        }
-    };
+        return Ok(PullFilter::Tag(TagFilter::All));
+    }
+    sql_filter(ctx, request, &subscription.sub_string)
+}
 
+/// A compiled SQL92 expression.
+fn sql_filter(
+    ctx: &BrokerContext,
+    request: &RemotingCommand,
+    expression: &str,
+) -> Checked<PullFilter> {
+    match ctx.sql92.map(|compile| compile(expression)) {
+        Some(Ok(predicate)) => Ok(PullFilter::Sql(predicate)),
+        Some(Err(e)) => Err(refuse(
+            request,
+            ResponseCode::SubscriptionParseFailed,
+            format!("parse the consumer's subscription failed: {e}"),
+            None,
+        )),
+        None => Err(refuse(
+            request,
+            ResponseCode::SystemError,
+            "SQL92 filtering is not available in this broker build".to_string(),
+            None,
+        )),
+    }
+}
+
+/// The store read (or a pending server-side offset reset): response code, remark, result.
+fn read_queue(
+    ctx: &BrokerContext,
+    h: &PullMessageHeaderRef<'_>,
+    filter: &PullFilter,
+) -> (ResponseCode, &'static str, GetMessageResult) {
     let reset = if ctx.live.use_server_side_reset_offset() {
         ctx.offsets
             .take_reset_offset(h.consumer_group, h.topic, h.queue_id)
     } else {
         None
     };
-    let (code, status_name, result) = match reset {
-        Some(target) => {
-            let min = ctx.store.min_offset_in_queue(h.topic, h.queue_id);
-            let max = ctx.store.max_offset_in_queue(h.topic, h.queue_id);
-            let r = GetMessageResult::empty(GetMessageStatus::OffsetTooSmall, target, min, max);
-            (ResponseCode::PullOffsetMoved, "OFFSET_RESET", r)
-        }
-        None => {
-            let max_bytes = h.max_msg_bytes.filter(|b| *b > 0).unwrap_or(i32::MAX) as usize;
-            let result = ctx.store.get_message(
-                h.topic,
-                h.queue_id,
-                h.queue_offset,
-                h.max_msg_nums.max(1),
-                max_bytes,
-                &filter,
-            );
-            let found = result.status == GetMessageStatus::Found;
-            ctx.metrics.record_get(
-                h.topic,
-                h.consumer_group,
-                if found {
-                    result.messages.len() as u64
-                } else {
-                    0
-                },
-                if found {
-                    result.messages.iter().map(|m| m.len() as u64).sum()
-                } else {
-                    0
-                },
-                || ctx.topics.is_system_topic(h.topic),
-            );
-            let code = status_code(result.status, h.queue_offset);
-            (code, result.status.name(), result)
-        }
-    };
+    if let Some(target) = reset {
+        let min = ctx.store.min_offset_in_queue(h.topic, h.queue_id);
+        let max = ctx.store.max_offset_in_queue(h.topic, h.queue_id);
+        let r = GetMessageResult::empty(GetMessageStatus::OffsetTooSmall, target, min, max);
+        return (ResponseCode::PullOffsetMoved, "OFFSET_RESET", r);
+    }
+    let max_bytes = h.max_msg_bytes.filter(|b| *b > 0).unwrap_or(i32::MAX) as usize;
+    let result = ctx.store.get_message(
+        h.topic,
+        h.queue_id,
+        h.queue_offset,
+        h.max_msg_nums.max(1),
+        max_bytes,
+        filter,
+    );
+    record_get(ctx, h, &result);
+    let code = status_code(result.status, h.queue_offset);
+    (code, result.status.name(), result)
+}
 
-    let mut response = request.response_to(code.code(), Some(status_name.to_string()));
-    let suggest = if config.slave_read_enable {
+/// Counts what the read found (messages and bytes by topic and group).
+fn record_get(ctx: &BrokerContext, h: &PullMessageHeaderRef<'_>, result: &GetMessageResult) {
+    let (messages, bytes) = if result.status == GetMessageStatus::Found {
+        (
+            result.messages.len() as u64,
+            result.messages.iter().map(|m| m.len() as u64).sum(),
+        )
+    } else {
+        (0, 0)
+    };
+    ctx.metrics
+        .record_get(h.topic, h.consumer_group, messages, bytes, || {
+            ctx.topics.is_system_topic(h.topic)
+        });
+}
+
+/// The answer's header fields: where to pull next, the queue's bounds, the flags.
+fn response_header(
+    ctx: &BrokerContext,
+    mut response: RemotingCommand,
+    result: &GetMessageResult,
+    group_config: &SubscriptionGroupConfig,
+    topic_config: &TopicConfig,
+) -> RemotingCommand {
+    let suggest = if ctx.config.slave_read_enable {
         if result.suggest_pulling_from_slave {
             group_config.which_broker_when_consume_slowly
         } else {
@@ -415,38 +549,44 @@ fn execute(
     f.insert("maxOffset", result.max_offset.to_string());
     f.insert("topicSysFlag", topic_config.topic_sys_flag.to_string());
     f.insert("groupSysFlag", group_config.group_sys_flag.to_string());
+    response
+}
 
-    ctx.offsets.record_pull_offset(
-        h.consumer_group,
-        h.topic,
-        h.queue_id,
-        result.next_begin_offset,
-    );
+/// Remembers the pull offset, and commits the piggy-backed consume offset (first attempt
+/// on a master only).
+fn record_offsets(
+    ctx: &BrokerContext,
+    h: &PullMessageHeaderRef<'_>,
+    first: bool,
+    next_begin_offset: i64,
+) {
+    ctx.offsets
+        .record_pull_offset(h.consumer_group, h.topic, h.queue_id, next_begin_offset);
     if first
         && h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0
-        && config.is_master()
+        && ctx.config.is_master()
         && h.commit_offset >= 0
     {
         ctx.offsets
             .commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset);
     }
+}
 
-    if code == ResponseCode::PullNotFound && first && h.sys_flag & PULL_FLAG_SUSPEND != 0 {
-        let timeout_ms = if ctx.live.long_polling_enable() {
-            h.suspend_timeout_millis.clamp(0, MAX_SUSPEND_MS)
-        } else {
-            ctx.live.short_polling_time_ms().min(MAX_SUSPEND_MS as u64) as i64
-        };
-        return Outcome::Suspend { filter, timeout_ms };
+/// How long to park a first attempt that found nothing and may be suspended: the
+/// client's suspendTimeoutMillis under long polling, shortPollingTimeMills otherwise.
+fn suspend_timeout_ms(
+    ctx: &BrokerContext,
+    h: &PullMessageHeaderRef<'_>,
+    code: ResponseCode,
+    first: bool,
+) -> Option<i64> {
+    if code != ResponseCode::PullNotFound || !first || h.sys_flag & PULL_FLAG_SUSPEND == 0 {
+        return None;
     }
-    let extra_body = if code == ResponseCode::Success {
-        pull_body(result, config.ringmq_pull_zero_copy_min_bytes)
+    Some(if ctx.live.long_polling_enable() {
+        h.suspend_timeout_millis.clamp(0, MAX_SUSPEND_MS)
     } else {
-        Vec::new()
-    };
-    Outcome::Respond(Response {
-        command: response,
-        extra_body,
+        ctx.live.short_polling_time_ms().min(MAX_SUSPEND_MS as u64) as i64
     })
 }
 
@@ -611,7 +751,7 @@ mod tests {
         assert_eq!(r.command.code, 21);
         assert_eq!(r.command.ext_fields.get("nextBeginOffset"), Some("1"));
         ctx.topics
-            .update(crate::metadata::topic_config::TopicConfig::new("Empty"));
+            .update(ringmq_remoting::body::topic::TopicConfig::new("Empty"));
         let r = run(&ctx, pull("Empty", 0, PULL_FLAG_SUBSCRIPTION, Some("*")));
         assert_eq!(r.command.code, 19);
         let r = run(&ctx, pull("Empty", 5, PULL_FLAG_SUBSCRIPTION, Some("*")));
@@ -678,7 +818,7 @@ mod tests {
     fn long_poll_wakes_on_arrival_and_times_out() {
         let (ctx, _store) = test_context(BrokerConfig::default());
         ctx.topics
-            .update(crate::metadata::topic_config::TopicConfig::new("TopicL"));
+            .update(ringmq_remoting::body::topic::TopicConfig::new("TopicL"));
         let (handled, rx) = run_deferred(
             &ctx,
             pull(
@@ -690,13 +830,17 @@ mod tests {
         );
         assert!(matches!(handled, Reply::Later));
         assert_eq!(ctx.hold.held_count(), 1);
+        // No network core runs here: the test does the core's per-pass work itself.
         send_simple(&ctx, "TopicL", 0, "TagB", b"other tag: keeps holding");
+        ctx.on_core_wake(0);
         assert!(rx.try_recv().is_err());
         send_simple(&ctx, "TopicL", 0, "TagA", b"wake");
-        let resp = rx.recv_timeout(Duration::from_secs(2)).expect("woken");
+        ctx.on_core_wake(0);
+        let resp = rx.try_recv().expect("woken");
         assert_eq!(resp.command.code, 0);
         assert_eq!(resp.extra_body.len(), 1);
-        // Timeout answers PULL_NOT_FOUND.
+        // Timeout (300 ms) answers PULL_NOT_FOUND, and not before.
+        let parked_at = std::time::Instant::now();
         let (_, rx) = run_deferred(
             &ctx,
             pull(
@@ -706,8 +850,9 @@ mod tests {
                 Some("*"),
             ),
         );
-        let resp = rx.recv_timeout(Duration::from_secs(3)).expect("expired");
+        let resp = await_answer(&ctx, &rx, Duration::from_secs(3)).expect("expired");
         assert_eq!(resp.command.code, 19);
+        assert!(parked_at.elapsed() >= Duration::from_millis(290));
     }
 
     /// Three records back to back in a file, from offset 7; returns the records and the

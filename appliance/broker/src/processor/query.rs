@@ -40,7 +40,7 @@ pub fn query_message(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
         Err(e) => return header_error(request, e),
     };
     let max = if h.unique_key_query.unwrap_or(false) {
-        ctx.config.default_query_max_num as usize
+        ctx.live.default_query_max_num() as usize
     } else {
         h.max_num.max(1) as usize
     }

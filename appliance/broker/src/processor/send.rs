@@ -93,9 +93,7 @@ pub fn process(
         return reply_error(
             &request,
             ResponseCode::SystemBusy,
-            format!(
-                "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {queued_ms}ms, size of queue: 0"
-            ),
+            timeout_clean_queue_remark(queued_ms, ctx.store.queued_puts()),
         );
     }
     let born_host = rc.connection().peer_addr();
@@ -205,6 +203,14 @@ impl StoredStatus for PutResult {
     }
 }
 
+/// Upstream's BrokerFastFailure remark for a send that waited too long for the store:
+/// `waited_ms` in the queue, `queue_len` puts queued when it was refused.
+pub(crate) fn timeout_clean_queue_remark(waited_ms: u64, queue_len: usize) -> String {
+    format!(
+        "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {waited_ms}ms, size of queue: {queue_len}"
+    )
+}
+
 /// Refusal log limits, one per call site, keyed by status or response code name.
 static ONEWAY_NOT_STORED_LOG: RefusalLog =
     RefusalLog::new("oneway send", DEFAULT_REFUSAL_LOG_INTERVAL);
@@ -304,7 +310,7 @@ fn prepare(
             format!("the topic[{topic}] sending message is forbidden"),
         ));
     }
-    let max_queues = topic_config.max_queue_nums() as i32;
+    let max_queues = topic_config.max_queue_nums();
     let mut queue_id = header.queue_id;
     if queue_id >= max_queues {
         return Err((
@@ -316,17 +322,18 @@ fn prepare(
         ));
     }
     if queue_id < 0 {
-        queue_id = random_below(topic_config.write_queue_nums.max(1)) as i32;
+        queue_id = random_below(topic_config.write_queue_nums.max(1) as u32) as i32;
     }
     let mut sys_flag = header.sys_flag;
     if topic_config.is_multi_tag() {
         sys_flag |= sysflag::MULTI_TAGS_FLAG;
     }
-    let max_body = config.max_message_size_bytes as usize;
-    if request.body.len() > max_body {
+    // Live: UPDATE_BROKER_CONFIG may have changed it since start.
+    let max_message_size_bytes = ctx.live.max_message_size_bytes();
+    if request.body.len() > max_message_size_bytes as usize {
         return Err((
             ResponseCode::MessageIllegal,
-            message_illegal_remark(config.max_message_size_bytes),
+            message_illegal_remark(max_message_size_bytes),
         ));
     }
     if header.is_batch() {
@@ -425,7 +432,7 @@ fn prepare_single(
         }
     }
     let half = tran && !(header.reconsume_times_or_zero() > 0 && delay_level > 0);
-    if half && config.reject_transaction_message {
+    if half && ctx.live.reject_transaction_message() {
         return Err((
             ResponseCode::NoPermission,
             format!(
@@ -550,7 +557,7 @@ fn prepare_batch(
             "batch messages cannot be transactional".to_string(),
         ));
     }
-    let items = batch::decode_batch(&request.body, ctx.config.max_message_size_bytes as usize)
+    let items = batch::decode_batch(&request.body, ctx.live.max_message_size_bytes() as usize)
         .map_err(|e| (ResponseCode::MessageIllegal, format!("bad batch body: {e}")))?;
     let mut records = BytesMut::with_capacity(request.body.len() + items.len() * 160);
     let mut sizes = Vec::with_capacity(items.len());
@@ -648,7 +655,7 @@ fn put_response(
         S::CreateMappedFileFailed => (ResponseCode::SystemError, Some("create mapped file failed, server is busy or broken.".to_string())),
         S::MessageIllegal | S::PropertiesSizeExceeded => (
             ResponseCode::MessageIllegal,
-            Some(message_illegal_remark(ctx.config.max_message_size_bytes)),
+            Some(message_illegal_remark(ctx.live.max_message_size_bytes())),
         ),
         S::OsPageCacheBusy => (
             ResponseCode::SystemBusy,
@@ -663,6 +670,10 @@ fn put_response(
         S::WheelTimerFlowControl => (ResponseCode::SystemError, Some("timer message is under flow control".to_string())),
         S::WheelTimerNotEnable => (ResponseCode::SystemError, Some("accurate timer message is not enabled, timerWheelEnable is false".to_string())),
         S::UnknownError | S::PutToRemoteBrokerFail => (ResponseCode::SystemError, Some("UNKNOWN_ERROR".to_string())),
+        S::SendQueueTimeout => (
+            ResponseCode::SystemBusy,
+            Some(timeout_clean_queue_remark(u64::from(result.queued_ms), ctx.store.queued_puts())),
+        ),
     };
     response.code = code.code();
     response.remark = remark;
@@ -673,9 +684,10 @@ fn put_response(
         }
         return response;
     }
-    // This runs on the store's append thread for every send: the header is built from
-    // borrowed text into one pre-sized map, with the id and numbers formatted in scratch
-    // space, so the serialization point allocates only the map itself.
+    // This runs for every send, on the network core that owns the connection (the store
+    // hands completions back to it): the header is built from borrowed text into one
+    // pre-sized map, with the id and numbers formatted in scratch space, so the response
+    // allocates only the map itself.
     MSG_ID_SCRATCH.with(|scratch| {
         let mut msg_id = scratch.borrow_mut();
         msg_id.clear();

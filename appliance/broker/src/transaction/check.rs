@@ -89,6 +89,8 @@ pub struct TransactionalMessageCheckService {
 struct Checker {
     ctx: Arc<BrokerContext>,
     config: TransactionConfig,
+    /// Whether the live transaction keys (UPDATE_BROKER_CONFIG) override `config`.
+    follow_live: bool,
     clock: Arc<dyn Clock>,
     running: AtomicBool,
     /// Set by `stop`; wakes the timer wait and the op grace pause.
@@ -99,7 +101,7 @@ impl TransactionalMessageCheckService {
     /// The service with the broker's settings and the system clock.
     pub fn new(ctx: Arc<BrokerContext>) -> Self {
         let config = TransactionConfig::from_broker_config(&ctx.config);
-        Self::with_config(ctx, config, Arc::new(SystemClock))
+        Self::build(ctx, config, Arc::new(SystemClock), true)
     }
 
     pub fn with_config(
@@ -107,10 +109,20 @@ impl TransactionalMessageCheckService {
         config: TransactionConfig,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        Self::build(ctx, config, clock, false)
+    }
+
+    fn build(
+        ctx: Arc<BrokerContext>,
+        config: TransactionConfig,
+        clock: Arc<dyn Clock>,
+        follow_live: bool,
+    ) -> Self {
         Self {
             shared: Arc::new(Checker {
                 ctx,
                 config,
+                follow_live,
                 clock,
                 running: AtomicBool::new(false),
                 stop: (Mutex::new(false), Condvar::new()),
@@ -346,6 +358,15 @@ enum Step {
 }
 
 impl Checker {
+    /// The settings for this round: the live transaction keys when following them.
+    fn settings(&self) -> TransactionConfig {
+        if self.follow_live {
+            self.ctx.live.transaction_config(&self.config)
+        } else {
+            self.config.clone()
+        }
+    }
+
     fn stopping(&self) -> bool {
         *lock(&self.stop.0)
     }
@@ -365,7 +386,7 @@ impl Checker {
 
     fn timer_loop(self: Arc<Self>) {
         while self.running.load(Ordering::SeqCst) {
-            if self.pause(self.config.check_interval_ms) {
+            if self.pause(self.settings().check_interval_ms) {
                 break;
             }
             let began = Instant::now();
@@ -387,7 +408,7 @@ impl Checker {
             tracing::warn!("{TRANS_HALF_TOPIC} does not exist; nothing to check");
             return out;
         };
-        for queue_id in 0..tc.read_queue_nums.min(i32::MAX as u32) as i32 {
+        for queue_id in 0..tc.read_queue_nums {
             if self.stopping() {
                 break;
             }
@@ -425,7 +446,7 @@ impl Checker {
     fn check_queue(&self, queue_id: i32, out: &mut CheckOutcome) {
         let started = Instant::now();
         let round_start_ms = self.clock.now_ms();
-        let timeout_ms = self.config.timeout_ms_i64();
+        let timeout_ms = self.settings().timeout_ms_i64();
         let half_start = self.progress_of(TRANS_HALF_TOPIC, queue_id);
         let op_start = self.progress_of(TRANS_OP_HALF_TOPIC, queue_id);
         let mut ops = OpIndex::new(op_start);
@@ -507,7 +528,7 @@ impl Checker {
             let now_ms = self.clock.now_ms();
             let age_ms = now_ms - rec.born_timestamp_ms;
             let reserved_ms = i64::from(self.config.file_reserved_time_hours) * 3_600_000;
-            let checked_out = times.is_some_and(|t| t >= self.config.check_max);
+            let checked_out = times.is_some_and(|t| t >= self.settings().check_max);
             if checked_out || age_ms > reserved_ms {
                 if !checked_out {
                     // Upstream counts this look as a check too; the parked copy shows it.
@@ -668,7 +689,7 @@ impl Checker {
         let uniq = props.get(keys::UNIQ_KEY).unwrap_or("");
         let real_topic = props.get(keys::REAL_TOPIC).unwrap_or("");
         let why = if checked_out {
-            format!("checked {} times", self.config.check_max)
+            format!("checked {} times", self.settings().check_max)
         } else {
             format!(
                 "older than fileReservedTime ({} h)",

@@ -89,6 +89,9 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: impl Into<Strin
     error_response(request, code, remark).into()
 }
 
+/// Why an END_TRANSACTION is refused: the response code and its remark.
+type Refusal = (ResponseCode, String);
+
 /// Processes END_TRANSACTION.
 pub fn end_transaction(
     ctx: &Arc<BrokerContext>,
@@ -110,12 +113,52 @@ pub fn end_transaction(
             ),
         );
     }
+    let Some(commit) = decision(&header, rc) else {
+        return Reply::Nothing;
+    };
+    let Some(bytes) = ctx.store.look_message_by_offset(header.commit_log_offset) else {
+        return refuse(
+            &request,
+            ResponseCode::SystemError,
+            format!(
+                "{HALF_NOT_FOUND} (no record at commitLogOffset {})",
+                header.commit_log_offset
+            ),
+        );
+    };
+    let puts = verified_half(ctx, &header, &bytes)
+        .and_then(|(half, props)| decision_puts(ctx, &half, props, commit));
+    let puts = match puts {
+        Ok(p) => p,
+        Err((code, remark)) => return refuse(&request, code, remark),
+    };
+    let answer = if request.is_oneway() {
+        Answer::Oneway
+    } else {
+        Answer::TwoWay {
+            responder: rc.responder(),
+            template: request.response_to(ResponseCode::Success.code(), None),
+            started,
+        }
+    };
+    match puts.final_put {
+        Some(put) => store_commit(ctx, put, puts.op, puts.half_offset, answer),
+        None => store_rollback(ctx, puts.op, answer),
+    }
+    match request.is_oneway() {
+        true => Reply::Nothing,
+        false => Reply::Later,
+    }
+}
+
+/// `Some(true)` for COMMIT, `Some(false)` for ROLLBACK; `None` (logged, no answer, as upstream)
+/// for UNKNOWN, which the checker asks about again later, and for an unknown type.
+fn decision(header: &EndTransactionRequestHeader, rc: &RequestContext) -> Option<bool> {
     let from_check = header.from_transaction_check.unwrap_or(false);
     let commit = match header.commit_or_rollback {
         TRANSACTION_COMMIT_TYPE => true,
         TRANSACTION_ROLLBACK_TYPE => false,
         TRANSACTION_NOT_TYPE => {
-            // Nothing to do: the checker asks again later. Upstream gives no answer either.
             tracing::info!(
                 peer = %rc.connection().peer_addr(),
                 group = header.producer_group,
@@ -123,7 +166,7 @@ pub fn end_transaction(
                 from_check,
                 "producer reports its transaction as unknown; will check back"
             );
-            return Reply::Nothing;
+            return None;
         }
         other => {
             tracing::warn!(
@@ -132,7 +175,7 @@ pub fn end_transaction(
                 commit_or_rollback = other,
                 "END_TRANSACTION with an unknown commitOrRollback (8 commit, 12 rollback, 0 unknown); ignored"
             );
-            return Reply::Nothing;
+            return None;
         }
     };
     if from_check {
@@ -144,155 +187,165 @@ pub fn end_transaction(
             "check answer from producer"
         );
     }
+    Some(commit)
+}
 
-    let Some(bytes) = ctx.store.look_message_by_offset(header.commit_log_offset) else {
-        return refuse(
-            &request,
+/// The half record in `bytes` and its properties, once it is the one the header names: a
+/// record of the half topic, still within its check immunity (producer answers only), with
+/// the header's producer group, queue offset and CommitLog offset.
+fn verified_half<'a>(
+    ctx: &BrokerContext,
+    header: &EndTransactionRequestHeader,
+    bytes: &'a Bytes,
+) -> Result<(StoredRecord<'a>, MessageProperties), Refusal> {
+    let half = decode_half(bytes).map_err(|why| {
+        (
             ResponseCode::SystemError,
             format!(
-                "{HALF_NOT_FOUND} (no record at commitLogOffset {})",
+                "{HALF_NOT_FOUND} (commitLogOffset {}: {why})",
                 header.commit_log_offset
             ),
-        );
-    };
-    let half = match decode_half(&bytes) {
-        Ok(h) => h,
-        Err(why) => {
-            return refuse(
-                &request,
-                ResponseCode::SystemError,
-                format!(
-                    "{HALF_NOT_FOUND} (commitLogOffset {}: {why})",
-                    header.commit_log_offset
-                ),
-            )
-        }
-    };
+        )
+    })?;
     let props = MessageProperties::parse_bytes(half.properties);
-
-    if !from_check {
-        if let Some(immunity) = props
-            .get(keys::CHECK_IMMUNITY_TIME_IN_SECONDS)
-            .filter(|v| !v.is_empty())
-        {
-            let timeout_ms = TransactionConfig::from_broker_config(&ctx.config).timeout_ms_i64();
-            let age_ms = crate::persist::now_ms() - half.born_timestamp_ms;
-            if age_ms > end_immunity_ms(immunity, timeout_ms) {
-                return refuse(
-                    &request,
-                    ResponseCode::IllegalOperation,
-                    format!(
-                        "the half message is {age_ms} ms old, past its check immunity ({immunity} s); the broker decides through its own check now"
-                    ),
-                );
-            }
-        }
+    if !header.from_transaction_check.unwrap_or(false) {
+        check_immunity(ctx, &half, &props)?;
     }
+    let wrong = |remark: &str| Err((ResponseCode::SystemError, remark.to_string()));
     if props.get(keys::PGROUP) != Some(header.producer_group.as_str()) {
-        return refuse(
-            &request,
-            ResponseCode::SystemError,
-            "The producer group wrong",
-        );
+        return wrong("The producer group wrong");
     }
     if half.queue_offset != header.tran_state_table_offset {
-        return refuse(
-            &request,
-            ResponseCode::SystemError,
-            "The transaction state table offset wrong",
-        );
+        return wrong("The transaction state table offset wrong");
     }
     if half.physical_offset != header.commit_log_offset {
-        return refuse(
-            &request,
-            ResponseCode::SystemError,
-            "The commit log offset wrong",
-        );
+        return wrong("The commit log offset wrong");
     }
+    Ok((half, props))
+}
 
-    let op = match encode_op_record(ctx, half.queue_id, half.queue_offset) {
-        Ok(op) => op,
-        Err(e) => return refuse(&request, ResponseCode::SystemError, e),
+/// A producer's answer comes too late once the half message is older than its check
+/// immunity (when it has one): the broker's own check decides then.
+fn check_immunity(
+    ctx: &BrokerContext,
+    half: &StoredRecord<'_>,
+    props: &MessageProperties,
+) -> Result<(), Refusal> {
+    let Some(immunity) = props
+        .get(keys::CHECK_IMMUNITY_TIME_IN_SECONDS)
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(());
     };
-    let final_put = if commit {
-        match final_record(ctx, &half, props) {
-            Ok(p) => Some(p),
-            Err(e) => return refuse(&request, ResponseCode::SystemError, e),
-        }
-    } else {
-        None
+    let timeout_ms = ctx
+        .live
+        .transaction_config(&TransactionConfig::default())
+        .timeout_ms_i64();
+    let age_ms = crate::persist::now_ms() - half.born_timestamp_ms;
+    if age_ms > end_immunity_ms(immunity, timeout_ms) {
+        return Err((
+            ResponseCode::IllegalOperation,
+            format!(
+                "the half message is {age_ms} ms old, past its check immunity ({immunity} s); the broker decides through its own check now"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The puts a decision needs.
+struct DecisionPuts {
+    /// The committed message (COMMIT only).
+    final_put: Option<PutRequest>,
+    /// The op record that marks the half message as decided.
+    op: PutRequest,
+    /// Queue offset of the half message (for the logs).
+    half_offset: i64,
+}
+
+fn decision_puts(
+    ctx: &BrokerContext,
+    half: &StoredRecord<'_>,
+    props: MessageProperties,
+    commit: bool,
+) -> Result<DecisionPuts, Refusal> {
+    let system_error = |e: String| (ResponseCode::SystemError, e);
+    let op = encode_op_record(ctx, half.queue_id, half.queue_offset).map_err(system_error)?;
+    let final_put = match commit {
+        true => Some(final_record(ctx, half, props).map_err(system_error)?),
+        false => None,
     };
-    let answer = if request.is_oneway() {
-        Answer::Oneway
-    } else {
-        Answer::TwoWay {
-            responder: rc.responder(),
-            template: request.response_to(ResponseCode::Success.code(), None),
-            started,
-        }
-    };
-    let half_offset = half.queue_offset;
-    match final_put {
-        Some(put) => {
-            let (ctx2, topic) = (ctx.clone(), put.topic.clone());
-            ctx.store.put(
-                put,
-                Box::new(move |result: PutResult| {
-                    if !is_stored(result.status) {
-                        let (code, remark) = final_put_refusal(&ctx2, result.status);
-                        tracing::warn!(
-                            topic,
-                            half_offset,
-                            status = result.status.name(),
-                            "committed message not stored; the half message stays and will be checked"
-                        );
-                        answer.send(&ctx2, code, Some(remark));
-                        return;
-                    }
-                    let ctx3 = ctx2.clone();
-                    ctx2.store.put(
-                        op,
-                        Box::new(move |op_result: PutResult| {
-                            // The message is delivered either way; without its op record the
-                            // checker asks the producer again, who answers commit again.
-                            if !is_stored(op_result.status) {
-                                tracing::error!(
-                                    half_offset,
-                                    status = op_result.status.name(),
-                                    "op record of a committed transaction not stored; the producer will be asked again"
-                                );
-                            }
-                            answer.send(&ctx3, ResponseCode::Success, None);
-                        }),
-                    );
-                }),
-            );
-        }
-        None => {
-            let ctx2 = ctx.clone();
-            ctx.store.put(
+    Ok(DecisionPuts {
+        final_put,
+        op,
+        half_offset: half.queue_offset,
+    })
+}
+
+/// COMMIT: stores the final message, then (only once it is stored) the op record, and
+/// answers after both.
+fn store_commit(
+    ctx: &Arc<BrokerContext>,
+    put: PutRequest,
+    op: PutRequest,
+    half_offset: i64,
+    answer: Answer,
+) {
+    let (ctx2, topic) = (ctx.clone(), put.topic.clone());
+    ctx.store.put(
+        put,
+        Box::new(move |result: PutResult| {
+            if !is_stored(result.status) {
+                let (code, remark) = final_put_refusal(&ctx2, result.status);
+                tracing::warn!(
+                    topic,
+                    half_offset,
+                    status = result.status.name(),
+                    "committed message not stored; the half message stays and will be checked"
+                );
+                answer.send(&ctx2, code, Some(remark));
+                return;
+            }
+            let ctx3 = ctx2.clone();
+            ctx2.store.put(
                 op,
-                Box::new(move |result: PutResult| {
-                    if is_stored(result.status) {
-                        answer.send(&ctx2, ResponseCode::Success, None);
-                    } else {
-                        answer.send(
-                            &ctx2,
-                            ResponseCode::SystemError,
-                            Some(format!(
-                                "the rollback could not be recorded ({}); the broker will check the transaction again",
-                                result.status.name()
-                            )),
+                Box::new(move |op_result: PutResult| {
+                    // The message is delivered either way; without its op record the
+                    // checker asks the producer again, who answers commit again.
+                    if !is_stored(op_result.status) {
+                        tracing::error!(
+                            half_offset,
+                            status = op_result.status.name(),
+                            "op record of a committed transaction not stored; the producer will be asked again"
                         );
                     }
+                    answer.send(&ctx3, ResponseCode::Success, None);
                 }),
             );
-        }
-    }
-    match request.is_oneway() {
-        true => Reply::Nothing,
-        false => Reply::Later,
-    }
+        }),
+    );
+}
+
+/// ROLLBACK: stores the op record only and answers once it is stored.
+fn store_rollback(ctx: &Arc<BrokerContext>, op: PutRequest, answer: Answer) {
+    let ctx2 = ctx.clone();
+    ctx.store.put(
+        op,
+        Box::new(move |result: PutResult| {
+            if is_stored(result.status) {
+                answer.send(&ctx2, ResponseCode::Success, None);
+            } else {
+                answer.send(
+                    &ctx2,
+                    ResponseCode::SystemError,
+                    Some(format!(
+                        "the rollback could not be recorded ({}); the broker will check the transaction again",
+                        result.status.name()
+                    )),
+                );
+            }
+        }),
+    );
 }
 
 /// The record at a CommitLog offset, if it is a message of the half topic.
@@ -349,7 +402,7 @@ fn final_put_refusal(ctx: &BrokerContext, status: PutMessageStatus) -> (Response
             ResponseCode::MessageIllegal,
             format!(
                 "The message is illegal, maybe msg body or properties length not matched. msg body length limit {}B, msg properties length limit 32KB.",
-                ctx.config.max_message_size_bytes
+                ctx.live.max_message_size_bytes()
             ),
         ),
         S::ServiceNotAvailable => (ResponseCode::ServiceNotAvailable, "Service not available now.".into()),

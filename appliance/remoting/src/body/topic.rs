@@ -151,6 +151,39 @@ impl TopicConfig {
         }
     }
 
+    pub fn with_queues(mut self, read_queue_nums: i32, write_queue_nums: i32) -> Self {
+        self.read_queue_nums = read_queue_nums;
+        self.write_queue_nums = write_queue_nums;
+        self
+    }
+
+    pub fn with_perm(mut self, perm: i32) -> Self {
+        self.perm = perm;
+        self
+    }
+
+    pub fn is_readable(&self) -> bool {
+        perm::is_readable(self.perm)
+    }
+
+    pub fn is_writeable(&self) -> bool {
+        perm::is_writeable(self.perm)
+    }
+
+    /// A template topic (TBW102) lends its settings to topics auto-created from it.
+    pub fn is_inherited(&self) -> bool {
+        self.perm & perm::INHERIT == perm::INHERIT
+    }
+
+    pub fn is_multi_tag(&self) -> bool {
+        self.topic_filter_type == TopicFilterType::MultiTag
+    }
+
+    /// Queue ids `0..` this are valid targets: Java takes `max(read, write)`.
+    pub fn max_queue_nums(&self) -> i32 {
+        self.read_queue_nums.max(self.write_queue_nums)
+    }
+
     pub fn to_value(&self) -> Value {
         ObjectBuilder::new()
             .field(
@@ -327,7 +360,7 @@ impl TopicConfigSerializeWrapper {
         self.to_value().to_json()
     }
 
-    /// fastjson pretty form, as the broker persists `config/topics.json`.
+    /// fastjson pretty form (tabs), as Java brokers persist `config/topics.json`.
     pub fn encode_pretty(&self) -> String {
         self.to_value().to_pretty_json()
     }
@@ -549,6 +582,44 @@ mod tests {
         assert_eq!(
             bad.unwrap_err().to_string(),
             "body field topicConfigTable.X.perm: expected a 32-bit integer"
+        );
+    }
+
+    #[test]
+    fn perm_and_queue_helpers() {
+        let tc = TopicConfig::new("T")
+            .with_queues(3, 5)
+            .with_perm(perm::INHERIT | perm::READ);
+        assert_eq!((tc.read_queue_nums, tc.write_queue_nums), (3, 5));
+        assert_eq!(tc.max_queue_nums(), 5);
+        assert!(tc.is_inherited() && tc.is_readable() && !tc.is_writeable());
+        assert!(!tc.is_multi_tag());
+    }
+
+    #[test]
+    fn wrapper_goes_through_serde_in_the_two_space_layout() {
+        let mut tc = TopicConfig::new("T")
+            .with_queues(24, 32)
+            .with_perm(perm::READ);
+        tc.topic_filter_type = TopicFilterType::MultiTag;
+        tc.order = true;
+        tc.attributes.insert("k".into(), "a\"b\u{1f}".into());
+        let w = TopicConfigSerializeWrapper {
+            data_version: DataVersion {
+                state_version: 0,
+                timestamp: 1_700_000_000_000,
+                counter: 2,
+            },
+            topic_config_table: [("T".to_string(), tc)].into(),
+        };
+        let text = serde_json::to_string_pretty(&w.to_value()).unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"dataVersion\": {\n    \"counter\": 2,\n    \"stateVersion\": 0,\n    \"timestamp\": 1700000000000\n  },\n  \"topicConfigTable\": {\n    \"T\": {\n      \"attributes\": {\n        \"k\": \"a\\\"b\\u001f\"\n      },\n      \"order\": true,\n      \"perm\": 4,\n      \"readQueueNums\": 24,\n      \"topicFilterType\": \"MULTI_TAG\",\n      \"topicName\": \"T\",\n      \"topicSysFlag\": 0,\n      \"writeQueueNums\": 32\n    }\n  }\n}"
+        );
+        assert_eq!(
+            TopicConfigSerializeWrapper::decode(text.as_bytes()).unwrap(),
+            w
         );
     }
 

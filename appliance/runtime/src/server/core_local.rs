@@ -18,8 +18,8 @@ use crossbeam_queue::SegQueue;
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
 use super::{CoreStats, RequestHandler, Response, ServerTuning};
-use crate::notify::Notifier;
 use crate::stall::StallMeter;
+use ringmq_ring::Notifier;
 
 /// Chunks per vectored write (well under IOV_MAX = 1024).
 pub(crate) const MAX_IOVECS: usize = 64;

@@ -31,8 +31,8 @@ use super::{
     response_for, ConnShared, Connection, ListenMode, RecvMode, RequestHandler, Response,
     ServerConfig, ServerTuning,
 };
-use crate::notify::Notifier;
 use crate::stall::StallMeter;
+use ringmq_ring::Notifier;
 
 /// Inbox messages handled per loop iteration; the rest wait for the next iteration so
 /// one burst cannot stall the core's sockets.
@@ -65,6 +65,9 @@ fn return_freed_memory() {
 
 /// How often each kind of per-core bound or descriptor warning may be logged.
 const WARN_INTERVAL: Duration = Duration::from_secs(10);
+/// The longest an idle core goes without calling `RequestHandler::on_core_wake`: the
+/// resolution of per-core timers kept by the handler (held pulls' suspend timeouts).
+pub(crate) const CORE_TICK: Duration = Duration::from_millis(50);
 /// First pause after a failed accept; doubled after each further failure up to
 /// [`ACCEPT_BACKOFF_MAX`], reset by the next successful accept. At the descriptor limit an
 /// accept fails at once, and retrying it without a pause spins the core.
@@ -139,6 +142,18 @@ impl CoreLocal {
                 conn = handle.inner.id,
                 "RequestHandler::on_close panicked"
             );
+        }
+    }
+
+    /// Lets the handler pick up the work stage threads queued for this core (see
+    /// `RequestHandler::on_core_wake`). A panic there is logged; the core keeps serving.
+    fn wake_handler(&self) {
+        let handler = &self.handler;
+        let index = self.shared.index;
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.on_core_wake(index)))
+            .is_err()
+        {
+            tracing::error!(core = index, "RequestHandler::on_core_wake panicked");
         }
     }
 
@@ -395,12 +410,20 @@ impl CoreLocal {
     async fn inbox_waker(self: Rc<Self>) {
         let mut buf = Vec::with_capacity(8);
         while !self.done.get() {
-            let (res, back) = self.shared.notifier.wait_async(buf).await;
+            let (res, back) = wait_doorbell(&self.shared.notifier, buf).await;
             buf = back;
             if let Err(e) = res {
                 tracing::warn!(core = self.shared.index, "inbox eventfd read failed: {e}");
                 compio::time::sleep(Duration::from_millis(1)).await;
             }
+        }
+    }
+
+    /// Wakes the loop every `CORE_TICK` so `RequestHandler::on_core_wake` also runs on an
+    /// idle core (expiring held pulls, retrying sends that waited for ring room).
+    async fn core_ticker(self: Rc<Self>) {
+        while !self.done.get() {
+            compio::time::sleep(CORE_TICK).await;
         }
     }
 
@@ -843,6 +866,7 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
         collects_due: Cell::new(0),
     });
     CURRENT_CORE.with(|c| c.set(Arc::as_ptr(&core.shared) as usize));
+    ringmq_ring::enter_core(index, &core.shared.notifier);
     rt.enter(|| {
         if let Some(std_listener) = setup.listener {
             match compio::net::TcpListener::from_std(std_listener) {
@@ -859,6 +883,7 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
             }
         }
         compio::runtime::spawn(core.clone().inbox_waker()).detach();
+        compio::runtime::spawn(core.clone().core_ticker()).detach();
         compio::runtime::spawn(core.clone().allocator_sweeper()).detach();
         if let Some(idle) = core.idle_timeout {
             compio::runtime::spawn(core.clone().idle_sweeper(idle)).detach();
@@ -873,6 +898,7 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
     });
     drop(rt);
     CURRENT_CORE.with(|c| c.set(0));
+    ringmq_ring::leave_core();
     tracing::debug!(core = index, "network core stopped");
 }
 
@@ -883,6 +909,7 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
         let started = Instant::now();
         core.now.set(started);
         core.drain_inbox();
+        core.wake_handler();
         let more_tasks = rt.run();
         if core.done.get() {
             break;
@@ -894,6 +921,19 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
             rt.poll();
         }
     }
+}
+
+/// Waits inside the core's compio runtime for a producer to ring `doorbell`: an io_uring
+/// READ on its eventfd. `buf` is an 8-byte scratch buffer handed back for reuse.
+async fn wait_doorbell(doorbell: &Arc<Notifier>, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+    let mut buf = buf;
+    buf.clear();
+    buf.reserve(8);
+    let op = compio::driver::op::Read::new(doorbell.clone(), buf);
+    let compio::BufResult(res, op) = compio::runtime::submit(op).await;
+    let mut buf = compio::buf::IntoInner::into_inner(op);
+    buf.clear();
+    (res.map(|_| ()), buf)
 }
 
 /// A core with no thread, no listener and no socket (`server::test_util`): what is posted

@@ -9,7 +9,7 @@
 //! Protocol (both sides must follow it or a wake-up can be lost):
 //! - producer: push the item, then `notify()`;
 //! - consumer: `begin_drain()` (clears the flag), then drain every queue it guards, then
-//!   wait (`wait_timeout` on a thread, `wait_async` on a compio core).
+//!   wait (`wait_timeout` on a thread; a network core arms an io_uring read on the fd).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -105,22 +105,6 @@ impl Notifier {
             libc::read(self.fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8);
         }
     }
-
-    /// Waits inside a compio runtime: an io_uring READ on the eventfd that completes when
-    /// a producer writes. `buf` is an 8-byte scratch buffer handed back for reuse.
-    pub async fn wait_async(
-        self: &std::sync::Arc<Self>,
-        buf: Vec<u8>,
-    ) -> (io::Result<()>, Vec<u8>) {
-        let mut buf = buf;
-        buf.clear();
-        buf.reserve(8);
-        let op = compio::driver::op::Read::new(self.clone(), buf);
-        let compio::BufResult(res, op) = compio::runtime::submit(op).await;
-        let mut buf = compio::buf::IntoInner::into_inner(op);
-        buf.clear();
-        (res.map(|_| ()), buf)
-    }
 }
 
 impl AsFd for Notifier {
@@ -172,21 +156,6 @@ mod tests {
             "cross-thread notify was lost"
         );
         assert!(start.elapsed() < Duration::from_secs(2));
-        producer.join().unwrap();
-    }
-
-    #[test]
-    fn wait_async_completes_on_notify_from_another_thread() {
-        let rt = compio::runtime::Runtime::new().expect("io_uring runtime");
-        let n = Arc::new(Notifier::new().unwrap());
-        let n2 = n.clone();
-        let producer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            n2.notify();
-        });
-        let (res, buf) = rt.block_on(async { n.wait_async(Vec::with_capacity(8)).await });
-        res.unwrap();
-        assert!(buf.capacity() >= 8);
         producer.join().unwrap();
     }
 }
