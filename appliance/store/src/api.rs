@@ -8,7 +8,7 @@ use bytes::Bytes;
 use ringmq_ring::Notifier;
 use std::sync::Arc;
 
-use crate::types::{Boundary, GetMessageResult, MessageFilter, PutCallback, PutRequest};
+use crate::types::{Boundary, GetMessageResult, HaStatus, MessageFilter, PutCallback, PutRequest};
 use crate::{ArrivalListener, MessageStore};
 
 /// Where the index stood when a `QUERY_MESSAGE` was answered (the response's
@@ -73,6 +73,13 @@ pub trait StoreApi: Send + Sync {
     /// Puts queued for the append stage right now (all rings and waiting lists).
     fn queued_puts(&self) -> usize {
         0
+    }
+    /// Slave: replicate from the master's HA address `host:port` (from `haMasterAddress`
+    /// or the name server's registration answer); a changed address reconnects.
+    fn update_ha_master_address(&self, _addr: &str) {}
+    /// Replication state: connected slaves (master) or the master link (slave).
+    fn ha_status(&self) -> HaStatus {
+        HaStatus::default()
     }
     fn commit_log_max_offset(&self) -> i64;
     /// DELETE_EXPIRED_COMMITLOG: the next retention passes delete expired CommitLog

@@ -60,6 +60,6 @@ pub use mem_store::MemStore;
 pub use refusal::RefusalLog;
 pub use store::{ArrivalListener, MessageStore};
 pub use types::{
-    AcceptAll, ArrivalEvent, Boundary, FileSpan, GetMessageResult, GetMessageStatus, MessageFilter,
-    PutCallback, PutMessageStatus, PutRequest, PutResult, StoreMetrics,
+    AcceptAll, ArrivalEvent, Boundary, FileSpan, GetMessageResult, GetMessageStatus, HaSlaveStatus,
+    HaStatus, MessageFilter, PutCallback, PutMessageStatus, PutRequest, PutResult, StoreMetrics,
 };

@@ -317,3 +317,25 @@ pub struct StoreMetrics {
     /// sampled critical sections (`ringmq.appendPerfSampleEvery`).
     pub append_perf: crate::perf_event::CounterTotals,
 }
+
+/// One slave connected to this master's HA port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaSlaveStatus {
+    /// The slave's address as the master sees the connection.
+    pub addr: String,
+    /// The CommitLog offset the slave last reported holding.
+    pub ack_offset: i64,
+    /// Within `haMaxGapNotInSync` of the master's max offset.
+    pub in_sync: bool,
+}
+
+/// Replication as this broker's store sees it (brokerStatus, clusterList, pull routing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HaStatus {
+    /// Master: the slaves connected now.
+    pub slaves: Vec<HaSlaveStatus>,
+    /// Slave: the master HA address it replicates from, if any.
+    pub master_addr: Option<String>,
+    /// Slave: whether its HA connection to the master is up.
+    pub connected_to_master: bool,
+}
