@@ -10,6 +10,9 @@ step() { printf '\n== %s ==\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "no import circles inside a crate"
+python3 scripts/import_cycles.py
+
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 

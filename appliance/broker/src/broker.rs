@@ -2,6 +2,10 @@
 //! port (`listenPort - 2`) through the runtime's Remoting server, register with the name
 //! servers, run housekeeping (offset persistence every `flushConsumerOffsetInterval`, client
 //! channel expiry every 10 s), and shut all of it down in order, persisting metadata last.
+//!
+//! The role decides what else runs: a master (always broker 0) runs delay-level delivery and
+//! transaction check-back; a slave (broker id above 0) runs neither, hands its store the
+//! master's HA address and copies the master's metadata ([`crate::slave_sync`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +29,7 @@ use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::TopicConfigManager;
 use crate::register::Registrar;
 use crate::schedule::ScheduleMessageService;
+use crate::slave_sync::{MasterLink, SlaveSynchronizer};
 use ringmq_sync::LockExt;
 
 /// Why the broker could not start.
@@ -74,6 +79,10 @@ pub struct Broker {
     /// Transaction check-back (master only).
     transaction_check: Option<crate::transaction::TransactionalMessageCheckService>,
     housekeeping: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// A slave's master, as the name servers answer it.
+    master_link: Arc<MasterLink>,
+    /// A slave's metadata copy from its master.
+    slave_sync: Option<SlaveSynchronizer>,
 }
 
 impl Broker {
@@ -87,6 +96,7 @@ impl Broker {
         mut config: BrokerConfig,
         store: Option<Arc<dyn StoreApi>>,
     ) -> Result<Broker, BrokerError> {
+        apply_role_rule(&mut config)?;
         let (bind_ip, tuning, core_map) = startup_settings(&config, store.is_none())?;
         // The handler exists before the context so the listener can be bound first and the
         // real port (listenPort=0 in tests) written into STOREHOST and the registration.
@@ -121,7 +131,15 @@ impl Broker {
             }
         };
         let (schedule, transaction_check) = start_master_services(&ctx);
-        let registrar = Registrar::start(ctx.clone());
+        crate::timer::start::start_for_broker(&ctx);
+        let master_link = Arc::new(MasterLink::default());
+        if !ctx.config.is_master() {
+            if let Some(ha) = crate::slave_sync::configured_ha_master_address(&ctx) {
+                ctx.store.update_ha_master_address(ha);
+            }
+        }
+        let registrar = Registrar::start(ctx.clone(), master_link.clone());
+        let slave_sync = start_slave_sync(&ctx, &master_link);
         let trigger = registrar.trigger();
         ctx.topics.set_on_change(Box::new(trigger));
         let housekeeping = start_housekeeping(ctx.clone());
@@ -141,7 +159,14 @@ impl Broker {
             schedule,
             transaction_check,
             housekeeping: Some(housekeeping),
+            master_link,
+            slave_sync,
         })
+    }
+
+    /// A slave's master remoting address, as the name servers last answered it.
+    pub fn master_addr(&self) -> Option<String> {
+        self.master_link.master_addr()
     }
 
     /// The address the main listener is bound to.
@@ -161,6 +186,9 @@ impl Broker {
     /// Unregisters, stops accepting, answers parked pulls, persists metadata, closes the store.
     pub fn shutdown(mut self) {
         tracing::info!(broker = self.ctx.config.broker_name, "broker shutting down");
+        if let Some(s) = self.slave_sync.take() {
+            s.stop();
+        }
         if let Some(r) = self.registrar.take() {
             r.stop();
         }
@@ -180,6 +208,7 @@ impl Broker {
         if let Some(svc) = self.transaction_check.take() {
             svc.stop();
         }
+        self.ctx.timer.stop();
         if let Some((stop, handle)) = self.housekeeping.take() {
             stop.store(true, Ordering::Release);
             let _ = handle.join();
@@ -365,6 +394,42 @@ fn start_metrics_endpoint(
     )
 }
 
+/// Upstream's start rule outside controller mode: a master is broker 0 (a master configured
+/// with another id runs as 0), a slave must have an id above 0.
+fn apply_role_rule(config: &mut BrokerConfig) -> Result<(), BrokerError> {
+    if config.broker_role != crate::config::BrokerRole::Slave {
+        if config.broker_id != 0 {
+            tracing::warn!(
+                broker_id = config.broker_id,
+                "a master is broker 0; brokerId set to 0"
+            );
+            config.broker_id = 0;
+        }
+        return Ok(());
+    }
+    if config.broker_id == 0 {
+        return Err(BrokerError::Config(
+            "Slave's brokerId must be > 0".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// A slave's metadata sync; nothing on a master. A sync thread that cannot start is
+/// logged and left out: the slave then serves with the metadata it has.
+fn start_slave_sync(ctx: &Arc<BrokerContext>, link: &Arc<MasterLink>) -> Option<SlaveSynchronizer> {
+    if ctx.config.is_master() {
+        return None;
+    }
+    match SlaveSynchronizer::start(ctx.clone(), link.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!("slave metadata sync not started: {e}");
+            None
+        }
+    }
+}
+
 /// Delay-level delivery and transaction check-back, which only a master runs. A service that
 /// cannot start is logged and left out; the broker runs without it.
 fn start_master_services(
@@ -451,6 +516,7 @@ fn open_disk_store(config: &BrokerConfig, cores: &CoreMap) -> Result<MessageStor
     sc.append_core = cores.append_core();
     sc.flush_core = cores.flush_core();
     sc.reput_core = cores.reput_core();
+    sc.ha_core = cores.ha_core();
     let root = sc.store_path_root_dir.display().to_string();
     MessageStore::open(sc).map_err(|e| format!("cannot open the store at {root}: {e}"))
 }

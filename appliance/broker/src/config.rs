@@ -328,6 +328,28 @@ broker_config! {
     max_transfer_count_on_message_in_memory: u32 = "maxTransferCountOnMessageInMemory", 32;
     /// `diskMaxUsedSpaceRatio`
     disk_max_used_space_ratio_percent: u32 = "diskMaxUsedSpaceRatio", 75;
+    /// `timerWheelEnable`: accept timer messages (off → WHEEL_TIMER_NOT_ENABLE).
+    timer_wheel_enable: bool = "timerWheelEnable", true;
+    /// `timerPrecisionMs`: slot length of the timing wheel.
+    timer_precision_ms: u32 = "timerPrecisionMs", 1000;
+    /// `timerMaxDelaySec`: longest accepted timer delay.
+    timer_max_delay_sec: u32 = "timerMaxDelaySec", 259_200;
+    /// `timerCongestNumEachSlot`: slot count from which timer sends meet flow control.
+    timer_congest_num_each_slot: i32 = "timerCongestNumEachSlot", i32::MAX;
+    /// `timerRollWindowSlot`: delays beyond this many slots are rolled over.
+    timer_roll_window_slot: i32 = "timerRollWindowSlot", 172_800;
+    /// `timerFlushIntervalMs`: period of the timer log/wheel/checkpoint flush.
+    timer_flush_interval_ms: u64 = "timerFlushIntervalMs", 1000;
+    /// `mappedFileSizeTimerLog`: size of one timer log segment.
+    mapped_file_size_timer_log_bytes: u64 = "mappedFileSizeTimerLog", 100 * 1024 * 1024;
+    /// `timerStopEnqueue`: stop moving new timer messages into the wheel.
+    timer_stop_enqueue: bool = "timerStopEnqueue", false;
+    /// `timerStopDequeue`: stop delivering due timer messages.
+    timer_stop_dequeue: bool = "timerStopDequeue", false;
+    /// `timerSkipUnknownError`: drop a timer message on an unknown store error.
+    timer_skip_unknown_error: bool = "timerSkipUnknownError", false;
+    /// `timerEnableRetryUntilSuccess`: retry a refused delivery forever (else 3 attempts).
+    timer_enable_retry_until_success: bool = "timerEnableRetryUntilSuccess", false;
     /// `brokerConfigPath`: the file UPDATE_BROKER_CONFIG writes accepted keys back to. Empty =
     /// the `-c` file when there is one, else `<storePathRootDir>/config/broker.properties`.
     broker_config_path: Option<String> = "brokerConfigPath", None;

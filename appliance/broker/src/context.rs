@@ -47,6 +47,8 @@ pub struct BrokerContext {
     pub sql92: Option<Sql92Compiler>,
     /// Per-thread request counters and the stage-profile probes (`/metrics`, runtime info).
     pub metrics: crate::metrics::BrokerMetrics,
+    /// The timing wheel of timer messages, once started (master with `timerWheelEnable`).
+    pub timer: crate::timer::TimerHandle,
 }
 
 impl BrokerContext {
@@ -108,6 +110,7 @@ impl BrokerContext {
                 &config.broker_name,
             ),
             live: crate::live_config::LiveConfig::new(&config),
+            timer: crate::timer::TimerHandle::default(),
             config,
         })
     }

@@ -3,6 +3,7 @@
 
 pub mod broker;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod config_check;
 mod config_keys;
@@ -15,11 +16,15 @@ pub mod metadata;
 pub mod metrics;
 pub mod persist;
 pub mod processor;
+pub mod random;
 pub mod register;
 pub mod retry;
 pub mod schedule;
+pub mod slave_sync;
 #[cfg(test)]
 mod test_support;
+pub mod timer;
+pub mod timer_put;
 pub mod transaction;
 
 pub use broker::{Broker, BrokerError};

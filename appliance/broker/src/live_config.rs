@@ -46,7 +46,7 @@ use crate::metadata::topic_config::{
     TopicConfigManager, AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, PERM_PRIORITY, PERM_READ,
     PERM_WRITE,
 };
-use crate::transaction::TransactionConfig;
+use crate::transaction::settings::TransactionConfig;
 use ringmq_remoting::body::topic::DataVersion;
 use ringmq_sync::LockExt;
 

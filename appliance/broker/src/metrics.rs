@@ -18,6 +18,7 @@
 //! ringmq's own stage profile is under `ringmq_*`.
 
 pub mod http;
+pub mod put_latency;
 pub mod text;
 
 use std::cell::Cell;
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::message::properties::{self, keys};
 
+use self::put_latency::PutLatency;
 use self::text::{Exposition, Kind};
 use ringmq_sync::LockExt;
 
@@ -217,6 +219,10 @@ pub struct Totals {
     /// SYSTEM_BUSY answers by [`BusyReason`] (from the broker's responses; the runtime's own
     /// `[OVERLOAD]` refusals are in its per-core counters).
     pub busy: [u64; BusyReason::COUNT],
+    /// Sends answered with anything but SUCCESS (upstream's putMessageFailedTimes).
+    pub put_failed: u64,
+    /// Every send's whole time, in upstream's buckets.
+    pub put_latency: PutLatency,
 }
 
 impl Totals {
@@ -232,6 +238,8 @@ impl Totals {
         for (a, b) in self.busy.iter_mut().zip(o.busy) {
             *a += b;
         }
+        self.put_failed += o.put_failed;
+        self.put_latency.add(&o.put_latency);
     }
 }
 
@@ -248,6 +256,15 @@ struct SlotData {
     out: HashMap<String, HashMap<String, OutSeries>>,
     out_series: usize,
     rpc: HashMap<RpcKey, RpcSeries>,
+}
+
+/// SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: the puts upstream's store
+/// statistics time.
+fn is_send(request_code: i32) -> bool {
+    matches!(
+        RequestCode::from_code(request_code),
+        Some(RequestCode::SendMessage | RequestCode::SendMessageV2 | RequestCode::SendBatchMessage)
+    )
 }
 
 /// Aligned so two threads' slots never share a cache line.
@@ -562,6 +579,12 @@ impl BrokerMetrics {
         if response_code == ResponseCode::SystemBusy.code() {
             slot.totals.busy[BusyReason::from_remark(remark) as usize] += 1;
         }
+        if is_send(request_code) {
+            slot.totals.put_latency.record(elapsed.as_millis() as u64);
+            if response_code != ResponseCode::Success.code() {
+                slot.totals.put_failed += 1;
+            }
+        }
         let mut key = RpcKey {
             request_code,
             response_code,
@@ -677,6 +700,7 @@ impl BrokerMetrics {
         let now = Instant::now();
         let cur = self.totals();
         self.traffic_info_into(t, now, &cur);
+        self.put_latency_info_into(t, now, &cur);
         let p = self.stage_profile();
         stage_profile_info_into(t, &p);
         for reason in BusyReason::ALL {
@@ -689,6 +713,34 @@ impl BrokerMetrics {
                 n.to_string(),
             );
         }
+    }
+
+    /// `putLatency99`, `putLatency999` and `putMessageDistributeTime` over the last minute
+    /// (upstream's window), `putMessageEntireTimeMax` and `putMessageFailedTimes` since
+    /// start.
+    fn put_latency_info_into(&self, t: &mut BTreeMap<String, String>, now: Instant, cur: &Totals) {
+        let minute_ago = {
+            let samples = lock(&self.samples);
+            samples
+                .iter()
+                .rev()
+                .find(|(at, _)| now.saturating_duration_since(*at) >= Duration::from_secs(60))
+                .or_else(|| samples.front())
+                .map(|(_, t)| t.put_latency)
+                .unwrap_or_default()
+        };
+        let window = cur.put_latency.since(&minute_ago);
+        let mut put = |k: &str, v: String| {
+            t.insert(k.to_string(), v);
+        };
+        put("putLatency99", format!("{:.2}", window.quantile_ms(0.99)));
+        put("putLatency999", format!("{:.2}", window.quantile_ms(0.999)));
+        put("putMessageDistributeTime", window.distribution_text());
+        put(
+            "putMessageEntireTimeMax",
+            cur.put_latency.max_ms.to_string(),
+        );
+        put("putMessageFailedTimes", cur.put_failed.to_string());
     }
 
     /// Message counts (today, yesterday, since start) and the put/get TPS keys.
@@ -1490,6 +1542,35 @@ mod tests {
         assert_eq!(r("[OVERLOAD]system busy"), Overload);
         assert_eq!(r("PC_SYNCHRONIZED"), Other);
         assert_eq!(BusyReason::from_remark(None), Other);
+    }
+
+    /// Sends' whole times reach runtime info as upstream's put-latency keys; other
+    /// requests do not count, and failed sends are counted as failed puts.
+    #[test]
+    fn send_latency_fills_upstreams_put_latency_keys() {
+        let m = BrokerMetrics::new("C", "B");
+        for _ in 0..100 {
+            m.record_rpc(310, 0, None, Duration::from_micros(2_500), false);
+        }
+        m.record_rpc(11, 0, None, Duration::from_secs(30), true);
+        m.record_rpc(10, 14, None, Duration::from_micros(300), false);
+        let mut t = BTreeMap::new();
+        m.runtime_info_into(&mut t);
+        // 100 of 101 puts took 2 ms (bucket 1–2 ms), one 0 ms.
+        assert_eq!(
+            t["putLatency99"], "1.98",
+            "upstream's interpolation: 1 + (99 - 1) / 100"
+        );
+        assert_eq!(
+            t["putMessageDistributeTime"],
+            "[<=0ms]:1 [0~10ms]:100 [10~50ms]:0 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 \
+             [500ms~1s]:0 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:0 "
+        );
+        assert_eq!(
+            t["putMessageEntireTimeMax"], "2",
+            "the 30 s pull is not a put"
+        );
+        assert_eq!(t["putMessageFailedTimes"], "1");
     }
 
     #[test]

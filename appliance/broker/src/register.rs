@@ -7,6 +7,8 @@
 //! retrying with short back-off steps ([`RETRY_BACKOFF_MS`]) while it is still down, so
 //! routes come back seconds after the restart rather than up to two periods later.
 //!
+//! A slave takes its master's addresses from the answer ([`RegisterAnswers`], which the slave's master link implements).
+//!
 //! Runs on its own control thread with blocking sockets: registration is off the hot cores and
 //! a slow or dead name server only delays this thread (bounded by `registerBrokerTimeoutMills`).
 
@@ -27,6 +29,12 @@ use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
 use crate::context::BrokerContext;
 
+/// Who hears the name servers' answers to a registration (a slave learns its master's
+/// addresses from them). A trait here keeps this module below the slave sync.
+pub trait RegisterAnswers: Send + Sync {
+    fn on_register_answer(&self, ctx: &BrokerContext, answer: &RemotingCommand);
+}
+
 static OPAQUE: AtomicI32 = AtomicI32::new(1);
 
 /// Sends one request and waits for its response on a fresh connection, within `timeout`.
@@ -42,9 +50,9 @@ pub fn call(
 fn connect(addr: &str, timeout: Duration) -> Result<TcpStream, String> {
     let sock: SocketAddr = addr
         .to_socket_addrs()
-        .map_err(|e| format!("bad name server address {addr:?}: {e}"))?
+        .map_err(|e| format!("bad address {addr:?}: {e}"))?
         .next()
-        .ok_or_else(|| format!("name server address {addr:?} resolves to nothing"))?;
+        .ok_or_else(|| format!("address {addr:?} resolves to nothing"))?;
     let stream =
         TcpStream::connect_timeout(&sock, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
     let _ = stream.set_nodelay(true);
@@ -214,18 +222,25 @@ fn register_request(ctx: &BrokerContext) -> RemotingCommand {
 }
 
 /// Registers with every name server of `addrs` once; returns those that did not accept.
+/// The first accepting answer is handed to `link` (a slave learns its master there).
 pub fn register_with(
     ctx: &BrokerContext,
     connections: &mut NamesrvConnections,
     addrs: &[String],
+    link: &dyn RegisterAnswers,
 ) -> Vec<String> {
     let timeout = Duration::from_millis(ctx.config.register_broker_timeout_ms.clamp(100, 60_000));
     let mut failed = Vec::new();
+    let mut answered = false;
     for addr in addrs {
         let request = register_request(ctx);
         match connections.call(addr, &request, timeout) {
             Ok(r) if r.code == ResponseCode::Success.code() => {
                 tracing::debug!(namesrv = addr, "registered broker");
+                if !answered {
+                    answered = true;
+                    link.on_register_answer(ctx, &r);
+                }
                 continue;
             }
             Ok(r) => {
@@ -239,9 +254,13 @@ pub fn register_with(
 }
 
 /// Registers with every configured name server once; returns how many accepted.
-pub fn register_all(ctx: &BrokerContext, connections: &mut NamesrvConnections) -> usize {
+pub fn register_all(
+    ctx: &BrokerContext,
+    connections: &mut NamesrvConnections,
+    link: &dyn RegisterAnswers,
+) -> usize {
     let addrs = ctx.config.namesrv_addrs();
-    addrs.len() - register_with(ctx, connections, &addrs).len()
+    addrs.len() - register_with(ctx, connections, &addrs, link).len()
 }
 
 /// Unregisters from every name server (shutdown).
@@ -325,6 +344,7 @@ fn wait_for_wake(
 /// name server that closes the connection (a restart) is registered with again at once.
 fn registration_loop(
     ctx: &BrokerContext,
+    link: &dyn RegisterAnswers,
     rx: &mpsc::Receiver<Signal>,
     first_round: mpsc::SyncSender<usize>,
     period: Duration,
@@ -334,7 +354,7 @@ fn registration_loop(
     let mut targets = ctx.config.namesrv_addrs();
     let mut failed_rounds = 0usize;
     loop {
-        let failed = register_with(ctx, &mut connections, &targets);
+        let failed = register_with(ctx, &mut connections, &targets, link);
         if let Some(done) = first_round.take() {
             let _ = done.send(targets.len() - failed.len());
         }
@@ -370,7 +390,7 @@ impl Registrar {
     /// Starts the thread and returns once the first registration round has been tried
     /// (bounded by the per-namesrv timeout), so a broker reports itself ready only after
     /// it is routable — or after every name server had its chance to answer.
-    pub fn start(ctx: Arc<BrokerContext>) -> Self {
+    pub fn start(ctx: Arc<BrokerContext>, link: Arc<dyn RegisterAnswers>) -> Self {
         let (tx, rx) = mpsc::channel();
         let (first_round_tx, first_round_rx) = mpsc::sync_channel::<usize>(1);
         let first_round_wait = Duration::from_millis(
@@ -388,7 +408,7 @@ impl Registrar {
                 if ctx.config.namesrv_addrs().is_empty() {
                     tracing::warn!("namesrvAddr is not set: this broker is not registered with any name server");
                 }
-                registration_loop(&ctx, &rx, first_round_tx, period);
+                registration_loop(&ctx, &*link, &rx, first_round_tx, period);
             })
             .expect("spawn the registration thread");
         match first_round_rx.recv_timeout(first_round_wait) {

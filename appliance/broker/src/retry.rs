@@ -132,6 +132,10 @@ pub fn consumer_send_msg_back(
     request: RemotingCommand,
     rc: &RequestContext,
 ) -> Reply {
+    // A slave refuses send-backs before anything else, as it refuses sends.
+    if !ctx.config.is_master() {
+        return crate::processor::send::reject_request(&request);
+    }
     let header: ConsumerSendMsgBackRequestHeader = match request.decode_header() {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),

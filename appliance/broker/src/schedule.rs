@@ -133,19 +133,7 @@ pub fn deliver_timestamp_ms(store_timestamp_ms: i64, level: i32, levels_ms: &[u6
     store_timestamp_ms.saturating_add(levels_ms.get(idx).copied().unwrap_or(0) as i64)
 }
 
-/// Wall clock as the service reads it (injected in tests).
-pub trait Clock: Send + Sync {
-    fn now_ms(&self) -> i64;
-}
-
-/// The system clock.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        crate::persist::now_ms()
-    }
-}
+pub use crate::clock::{Clock, SystemClock};
 
 /// What one turn of a level did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

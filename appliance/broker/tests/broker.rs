@@ -22,6 +22,8 @@ mod layering;
 mod live_config_keys;
 #[path = "broker/long_polling_cores.rs"]
 mod long_polling_cores;
+#[path = "broker/master_slave.rs"]
+mod master_slave;
 #[path = "broker/metadata_json.rs"]
 mod metadata_json;
 #[path = "broker/pipeline.rs"]
@@ -30,6 +32,8 @@ mod pipeline;
 mod required_headers;
 #[path = "broker/store_api.rs"]
 mod store_api;
+#[path = "broker/timer.rs"]
+mod timer;
 #[path = "broker/topics_json.rs"]
 mod topics_json;
 #[path = "broker/typed_decoding.rs"]

@@ -110,12 +110,14 @@ impl Namesrv {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
             available,
         )
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        let network_cores = if config.ringmq_extra.contains_key("ringmq.cores.network") {
-            core_map.network.clone()
-        } else {
-            vec![core_map.ha]
-        };
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?
+        // Planned for more cores than this process has (`ringmq.cores.available`): the
+        // cores that do not exist here are not used, as the broker does.
+        .applicable(available);
+        let network_cores = network_cores(
+            &core_map,
+            config.ringmq_extra.contains_key("ringmq.cores.network"),
+        );
         let mut tuning = ServerTuning::default();
         tuning
             .apply_net_properties(
@@ -195,5 +197,31 @@ impl Namesrv {
             tracing::error!("name server persist thread panicked");
         }
         tracing::info!("name server stopped");
+    }
+}
+
+/// The name server's network cores: `ringmq.cores.network` when set, else the one core
+/// the broker's HA stage would use (the least busy), or the last core that exists when the
+/// map was planned for more cores than this process has (`ringmq.cores.available`).
+fn network_cores(core_map: &CoreMap, explicit: bool) -> Vec<usize> {
+    if explicit {
+        return core_map.network.clone();
+    }
+    vec![core_map.ha.min(core_map.available.saturating_sub(1))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A map planned for 16 cores on a 2-core host places the name server on a core
+    /// that exists; on a 16-core host it takes the HA stage's core.
+    #[test]
+    fn the_name_server_core_exists_whatever_the_plan() {
+        let planned = CoreMap::from_properties([("ringmq.cores.available", "16")], 16).unwrap();
+        assert_eq!(network_cores(&planned, false), vec![planned.ha]);
+        let here = planned.applicable(2);
+        let cores = network_cores(&here, false);
+        assert!(cores.iter().all(|&c| c < 2), "{cores:?}");
     }
 }

@@ -183,6 +183,12 @@ impl StoreApi for MessageStore {
         MessageStore::queued_puts(self)
     }
 
+    fn update_ha_master_address(&self, addr: &str) {
+        MessageStore::update_ha_master_address(self, addr)
+    }
+    fn ha_status(&self) -> HaStatus {
+        MessageStore::ha_status(self)
+    }
     fn commit_log_max_offset(&self) -> i64 {
         MessageStore::commit_log_max_offset(self)
     }

@@ -4,11 +4,13 @@
 //! patches PHYSICALOFFSET / QUEUEOFFSET / STORETIMESTAMP into the pre-encoded records,
 //! copies them into the active segment (mmap: one pwritev per batch into the page cache the
 //! read-only mapping shares) or the write ring (direct), rolls segments with a BLANK filler,
-//! publishes the new max offset, and hands completions to the flush stage (SYNC_FLUSH) or
-//! completes them itself (ASYNC_FLUSH).
+//! publishes the new max offset, and hands completions to the flush stage (SYNC_FLUSH),
+//! to the HA stage (SYNC_MASTER: after a slave's ack) or completes them itself
+//! (ASYNC_FLUSH). On a slave it also writes the master's replicated bytes unchanged at
+//! their physical offset (`AppendMsg::Replica`), so it stays the only writer of the tail.
 
 use crate::commit_log::AllocatorHandle;
-use crate::config::{FlushDiskType, StoreConfig};
+use crate::config::{BrokerRole, FlushDiskType, StoreConfig};
 use crate::direct::DirectRing;
 use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
 use crate::shared::Shared;
@@ -98,6 +100,8 @@ struct BatchLimits {
     /// SYNC_FLUSH: puts that wait for the store complete after the flush.
     sync: bool,
     sync_timeout: Duration,
+    /// SYNC_MASTER with `inSyncReplicas` ≥ 2: WAIT puts complete after a slave's ack.
+    slave_ack: bool,
 }
 
 impl BatchLimits {
@@ -107,6 +111,7 @@ impl BatchLimits {
             max_bytes: config.append_batch_max_bytes.max(1),
             sync: config.flush_disk_type == FlushDiskType::SyncFlush,
             sync_timeout: Duration::from_millis(config.sync_flush_timeout_ms),
+            slave_ack: config.broker_role == BrokerRole::SyncMaster && config.in_sync_replicas >= 2,
         }
     }
 }
@@ -118,7 +123,13 @@ struct Batch {
     done_now: Vec<(Done, PutResult)>,
     /// SYNC_FLUSH puts handed to the flush stage.
     waiters: Vec<Waiter>,
+    /// SYNC_MASTER puts (not under SYNC_FLUSH) handed to the HA stage to wait for an ack.
+    slave_waiters: Vec<Waiter>,
+    /// Slave: answers to the HA client's replica appends (the new max offset or why not).
+    replica_replies: Vec<ReplicaReply>,
 }
+
+type ReplicaReply = (SyncSender<Result<u64, String>>, Result<u64, String>);
 
 impl Batch {
     fn with_capacity(n: usize) -> Self {
@@ -126,6 +137,8 @@ impl Batch {
             msgs: Vec::with_capacity(n),
             done_now: Vec::with_capacity(n),
             waiters: Vec::with_capacity(n),
+            replica_replies: Vec::new(),
+            slave_waiters: Vec::new(),
         }
     }
 
@@ -349,16 +362,36 @@ impl AppendStage {
                     let wait = req.wait_store_msg_ok;
                     let mut r = self.append_guarded(req, now);
                     r.queued_ms = u32::try_from(queued_ms).unwrap_or(u32::MAX);
-                    if limits.sync && wait && r.status == PutMessageStatus::PutOk {
+                    let target = (r.wrote_offset + i64::from(r.wrote_bytes)) as u64;
+                    let stored = wait && r.status == PutMessageStatus::PutOk;
+                    let then_slave = stored && limits.slave_ack && self.slave_ok(target, &mut r);
+                    if limits.sync && stored && r.status == PutMessageStatus::PutOk {
                         batch.waiters.push(Waiter {
-                            target: (r.wrote_offset + i64::from(r.wrote_bytes)) as u64,
+                            target,
                             deadline: flush_deadline,
                             result: r,
                             done,
+                            then_slave,
+                        });
+                    } else if then_slave {
+                        batch.slave_waiters.push(Waiter {
+                            target,
+                            deadline: started,
+                            result: r,
+                            done,
+                            then_slave,
                         });
                     } else {
                         batch.done_now.push((done, r));
                     }
+                }
+                AppendMsg::Replica {
+                    phy_offset,
+                    bytes,
+                    reply,
+                } => {
+                    let r = self.append_replica(phy_offset, &bytes);
+                    batch.replica_replies.push((reply, r));
                 }
                 AppendMsg::DeleteTopic(t) => {
                     self.topic_queue_table.remove(&t);
@@ -410,6 +443,19 @@ impl AppendStage {
             self.shared.complete_put(done, r);
         }
         self.shared.ring_cores();
+        if !batch.slave_waiters.is_empty() {
+            crate::ha::ack::wait_for_slave(&self.shared, std::mem::take(&mut batch.slave_waiters));
+        }
+        self.shared.ha.notify_published();
+        let published = self.shared.log.max_offset();
+        for (reply, r) in batch.replica_replies.drain(..) {
+            // A batch write that failed after this append un-did it.
+            let r = r.and_then(|end| match end <= published {
+                true => Ok(end),
+                false => Err(format!("CommitLog write failed below offset {end}")),
+            });
+            let _ = reply.try_send(r);
+        }
         if !limits.sync {
             self.shared.wake_reput();
         }
@@ -620,6 +666,103 @@ impl AppendStage {
             store_timestamp_ms: now,
             queued_ms: 0,
         }
+    }
+
+    /// SYNC_MASTER: whether a slave is close enough to wait for (upstream 4.x `isSlaveOK`:
+    /// connected, and within `haMaxGapNotInSync`); if not, the stored put answers
+    /// SLAVE_NOT_AVAILABLE at once.
+    fn slave_ok(&self, target: u64, r: &mut PutResult) -> bool {
+        let ha = &self.shared.ha;
+        let acked = ha.push_to_slave_max_offset.load(Ordering::Acquire);
+        let ok = ha.slaves_connected.load(Ordering::Acquire) > 0
+            && target.saturating_sub(acked) < self.shared.config.ha_max_gap_not_in_sync_bytes;
+        if !ok {
+            r.status = PutMessageStatus::SlaveNotAvailable;
+        }
+        ok
+    }
+
+    /// Slave: writes the master's bytes unchanged at `phy_offset`, rolling segments where
+    /// the master's do (same segment size: its BLANK fillers arrive as data). Returns the
+    /// new write offset.
+    fn append_replica(&mut self, phy_offset: u64, bytes: &[u8]) -> Result<u64, String> {
+        if self.failed_from.is_some() {
+            return Err("a CommitLog write failed earlier in this batch".into());
+        }
+        if phy_offset != self.wrote {
+            self.restart_empty_log_at(phy_offset)?;
+        }
+        let file_size = self.shared.log.file_size();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let needs_roll = match &self.active {
+                None => true,
+                Some(a) => self.wrote >= a.from_offset() + file_size,
+            };
+            if needs_roll {
+                self.commit()
+                    .map_err(|()| "CommitLog write failed before a roll-over".to_string())?;
+                self.roll()?;
+            }
+            let room = (file_size - self.wrote % file_size) as usize;
+            let (piece, tail) = rest.split_at(room.min(rest.len()));
+            self.write_replica_piece(piece)?;
+            self.wrote += piece.len() as u64;
+            rest = tail;
+        }
+        Ok(self.wrote)
+    }
+
+    fn write_replica_piece(&mut self, piece: &[u8]) -> Result<(), String> {
+        if self.ring.is_some() {
+            self.wait_ring_room_in_batch(piece.len() as u64);
+            if let Some(ring) = &self.ring {
+                ring.write(self.wrote, piece);
+            }
+            return Ok(());
+        }
+        let p = Pending {
+            bytes: PendingBytes::Records(BytesMut::from(piece)),
+            undo: None,
+        };
+        self.stage(p)
+            .map_err(|_| format!("CommitLog write failed at offset {}", self.wrote))
+    }
+
+    /// Slave: an empty log takes the master's first frame at any segment start (a fresh
+    /// slave receives from the start of the master's last segment): the empty segment
+    /// made at open goes, and the log starts at `offset`. A log with data never moves.
+    fn restart_empty_log_at(&mut self, offset: u64) -> Result<(), String> {
+        let file_size = self.shared.log.file_size();
+        let empty = self.wrote == 0 && self.shared.log.max_offset() == 0 && self.pending.is_empty();
+        if !empty {
+            return Err(format!(
+                "master offset {offset} is not this slave's CommitLog max offset {}",
+                self.wrote
+            ));
+        }
+        if !offset.is_multiple_of(file_size) {
+            return Err(format!(
+                "an empty slave can start only at a segment start; master sent offset {offset}"
+            ));
+        }
+        if self.ring.is_some() {
+            return Err("a slave in direct write mode must start from offset 0".into());
+        }
+        for f in self.shared.log.remove_files(|f| f.from_offset() < offset) {
+            if let Err(e) = f.destroy() {
+                tracing::warn!(error = %e, path = %f.path().display(), "could not delete an empty CommitLog segment");
+            }
+        }
+        self.active = None;
+        self.wrote = offset;
+        self.pending_start = offset;
+        self.shared.log.set_flushed_offset(offset);
+        tracing::info!(
+            offset,
+            "empty slave CommitLog starts at the master's offset"
+        );
+        Ok(())
     }
 
     /// Refuses a put that could never fit a segment (or, in direct mode, the write ring).

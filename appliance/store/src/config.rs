@@ -25,6 +25,28 @@ pub enum WriteMode {
     Direct,
 }
 
+/// `brokerRole`: what the store does with replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerRole {
+    /// Serves slaves; puts complete without waiting for them.
+    AsyncMaster,
+    /// Serves slaves; with `inSyncReplicas` ≥ 2 a WAIT put completes once a slave holds it.
+    SyncMaster,
+    /// Replicates the master's CommitLog and refuses puts of its own.
+    Slave,
+}
+
+impl BrokerRole {
+    /// The upstream key value.
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        }
+    }
+}
+
 /// Store configuration; `Default` gives RocketMQ's defaults.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -130,6 +152,35 @@ pub struct StoreConfig {
     /// second apart before it marks the error; dispatch here keeps retrying after that
     /// too, and puts are accepted again as soon as a retry succeeds.
     pub logic_queue_error_after_ms: u64,
+    /// `brokerRole`.
+    pub broker_role: BrokerRole,
+    /// `haListenPort` (the broker passes listenPort + 1 unless set).
+    pub ha_listen_port: u16,
+    /// Where the master's HA server listens (`bindAddress`); None: no HA server (a store
+    /// used without a broker).
+    pub ha_bind_ip: Option<std::net::IpAddr>,
+    /// `haMasterAddress` (`host:port`): the slave's master before the name server tells.
+    pub ha_master_address: Option<String>,
+    /// `haSendHeartbeatInterval`.
+    pub ha_send_heartbeat_interval_ms: u64,
+    /// `haHousekeepingInterval`: a connection silent this long is closed.
+    pub ha_housekeeping_interval_ms: u64,
+    /// `haTransferBatchSize`: most CommitLog bytes in one master frame.
+    pub ha_transfer_batch_size_bytes: usize,
+    /// `haMaxGapNotInSync`: a slave further behind than this is not in sync.
+    pub ha_max_gap_not_in_sync_bytes: u64,
+    /// `haFlowControlEnable`.
+    pub ha_flow_control_enable: bool,
+    /// `maxHaTransferByteInSecond` (per connection, with flow control on).
+    pub max_ha_transfer_bytes_per_second: u64,
+    /// `slaveTimeout`: how long a SYNC_MASTER put waits for a slave's ack.
+    pub slave_timeout_ms: u64,
+    /// `inSyncReplicas`: replicas (master included) that must hold a SYNC_MASTER put.
+    pub in_sync_replicas: u32,
+    /// `totalReplicas`.
+    pub total_replicas: u32,
+    /// Core to pin the HA stage (`ringmq-ha`) to.
+    pub ha_core: Option<usize>,
 }
 
 /// Retention's view of time and disk usage. Production reads the system clock and
@@ -247,6 +298,20 @@ impl Default for StoreConfig {
             direct_write_ring_busy_ratio: 75,
             append_perf_sample_every: 16,
             logic_queue_error_after_ms: 30_000,
+            broker_role: BrokerRole::AsyncMaster,
+            ha_listen_port: 10912,
+            ha_bind_ip: None,
+            ha_master_address: None,
+            ha_send_heartbeat_interval_ms: 5000,
+            ha_housekeeping_interval_ms: 20_000,
+            ha_transfer_batch_size_bytes: 32 * 1024,
+            ha_max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
+            ha_flow_control_enable: false,
+            max_ha_transfer_bytes_per_second: 100 * 1024 * 1024,
+            slave_timeout_ms: 3000,
+            in_sync_replicas: 1,
+            total_replicas: 1,
+            ha_core: None,
         }
     }
 }
@@ -396,8 +461,54 @@ impl StoreConfig {
             "ringmq.cores.append" => self.append_core = Some(num(v, bad)?),
             "ringmq.cores.flush" => self.flush_core = Some(num(v, bad)?),
             "ringmq.cores.reput" => self.reput_core = Some(num(v, bad)?),
+            "ringmq.cores.ha" => self.ha_core = Some(num(v, bad)?),
             "ringmq.directWriteRingSize" => self.direct_write_ring_size_bytes = num(v, bad)?,
             "ringmq.appendPerfSampleEvery" => self.append_perf_sample_every = num(v, bad)?,
+            _ => return self.apply_ha_property(key, v),
+        }
+        Ok(true)
+    }
+
+    /// The replication keys of [`apply_property`](Self::apply_property).
+    fn apply_ha_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigValueError> {
+        let bad = || ConfigValueError {
+            key: key.to_string(),
+            value: v.to_string(),
+        };
+        fn num<T: std::str::FromStr>(
+            v: &str,
+            bad: impl Fn() -> ConfigValueError,
+        ) -> Result<T, ConfigValueError> {
+            v.parse().map_err(|_| bad())
+        }
+        match key {
+            "brokerRole" => {
+                self.broker_role = match v {
+                    "ASYNC_MASTER" => BrokerRole::AsyncMaster,
+                    "SYNC_MASTER" => BrokerRole::SyncMaster,
+                    "SLAVE" => BrokerRole::Slave,
+                    _ => return Err(bad()),
+                }
+            }
+            "haListenPort" => self.ha_listen_port = num(v, bad)?,
+            "haMasterAddress" => {
+                self.ha_master_address = (!v.is_empty()).then(|| v.to_string());
+            }
+            "haSendHeartbeatInterval" => self.ha_send_heartbeat_interval_ms = num(v, bad)?,
+            "haHousekeepingInterval" => self.ha_housekeeping_interval_ms = num(v, bad)?,
+            "haTransferBatchSize" => self.ha_transfer_batch_size_bytes = num(v, bad)?,
+            "haMaxGapNotInSync" => self.ha_max_gap_not_in_sync_bytes = num(v, bad)?,
+            "haFlowControlEnable" => {
+                self.ha_flow_control_enable = match v {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad()),
+                }
+            }
+            "maxHaTransferByteInSecond" => self.max_ha_transfer_bytes_per_second = num(v, bad)?,
+            "slaveTimeout" => self.slave_timeout_ms = num(v, bad)?,
+            "inSyncReplicas" => self.in_sync_replicas = num(v, bad)?,
+            "totalReplicas" => self.total_replicas = num(v, bad)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -435,6 +546,47 @@ mod tests {
         assert_eq!(c.sync_flush_timeout_ms, 5000);
         assert_eq!(c.max_message_size, 4_194_304);
         assert_eq!(c.delete_when, "04");
+    }
+
+    /// The replication keys keep upstream's defaults (§g.8) and parse from broker.conf.
+    #[test]
+    fn ha_keys_have_upstream_defaults_and_parse() {
+        let mut c = StoreConfig::default();
+        assert_eq!(c.broker_role, BrokerRole::AsyncMaster);
+        assert_eq!(c.ha_listen_port, 10912);
+        assert_eq!(
+            (
+                c.ha_send_heartbeat_interval_ms,
+                c.ha_housekeeping_interval_ms
+            ),
+            (5000, 20_000)
+        );
+        assert_eq!(c.ha_transfer_batch_size_bytes, 32_768);
+        assert_eq!(c.ha_max_gap_not_in_sync_bytes, 268_435_456);
+        assert!(!c.ha_flow_control_enable);
+        assert_eq!(c.max_ha_transfer_bytes_per_second, 104_857_600);
+        assert_eq!(c.slave_timeout_ms, 3000);
+        assert_eq!((c.in_sync_replicas, c.total_replicas), (1, 1));
+        for (k, v) in [
+            ("brokerRole", "SYNC_MASTER"),
+            ("haMasterAddress", "127.0.0.1:10912"),
+            ("haTransferBatchSize", "65536"),
+            ("inSyncReplicas", "2"),
+            ("slaveTimeout", "1500"),
+            ("haFlowControlEnable", "true"),
+            ("ringmq.cores.ha", "1"),
+        ] {
+            assert_eq!(c.apply_property(k, v), Ok(true), "{k}");
+        }
+        assert_eq!(c.broker_role, BrokerRole::SyncMaster);
+        assert_eq!(c.ha_master_address.as_deref(), Some("127.0.0.1:10912"));
+        assert_eq!(c.ha_transfer_batch_size_bytes, 65_536);
+        assert_eq!((c.in_sync_replicas, c.slave_timeout_ms), (2, 1500));
+        assert!(c.ha_flow_control_enable);
+        assert_eq!(c.ha_core, Some(1));
+        assert!(c.apply_property("brokerRole", "LEADER").is_err());
+        assert_eq!(c.apply_property("haMasterAddress", ""), Ok(true));
+        assert_eq!(c.ha_master_address, None);
     }
 
     #[test]

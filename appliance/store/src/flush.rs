@@ -279,9 +279,14 @@ impl Coordinator {
     fn complete_waiters(&mut self) {
         let flushed = self.shared.log.flushed_offset();
         let mut completed = 0u64;
+        let mut to_slave = Vec::new();
         while self.pending.front().is_some_and(|w| w.target <= flushed) {
             let w = self.pending.pop_front().expect("front exists");
-            self.shared.complete_put(w.done, w.result);
+            if w.then_slave {
+                to_slave.push(w);
+            } else {
+                self.shared.complete_put(w.done, w.result);
+            }
             completed += 1;
         }
         let now = Instant::now();
@@ -300,6 +305,9 @@ impl Coordinator {
                 .metrics
                 .flush_waiters_completed
                 .fetch_add(completed, Ordering::Relaxed);
+        }
+        if !to_slave.is_empty() {
+            crate::ha::ack::wait_for_slave(&self.shared, to_slave);
         }
         self.shared.ring_cores();
     }

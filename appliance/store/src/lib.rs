@@ -12,6 +12,8 @@
 //!   reading the log a chunk at a time (from the write ring in direct mode);
 //! - housekeeping: queue/index flush, [`checkpoint`], summaries of refused puts
 //!   ([`refusal`]); [`retention`] on a thread of its own;
+//! - [`ha`]: master/slave replication of the CommitLog (classic HA protocol) and the
+//!   SYNC_MASTER wait for a slave's ack;
 //! - [`perf_event`]: per-thread perf counters the append stage samples around its batches.
 //!
 //! [`MessageStore`] is the API, also offered as the object-safe [`StoreApi`] ([`api`]) that
@@ -31,6 +33,7 @@ pub mod error;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fault;
 pub mod flush;
+pub mod ha;
 pub mod index;
 pub mod mapped_file;
 #[cfg(feature = "test-util")]
@@ -52,7 +55,7 @@ pub mod util;
 pub(crate) mod test_util;
 
 pub use api::{IndexUpdatePoint, StoreApi};
-pub use config::{FlushDiskType, StoreConfig, WriteMode};
+pub use config::{BrokerRole, FlushDiskType, StoreConfig, WriteMode};
 pub use config_file::{load_config_file, write_config_file_atomic};
 pub use error::StoreError;
 #[cfg(feature = "test-util")]

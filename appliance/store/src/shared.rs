@@ -137,10 +137,12 @@ pub(crate) struct Shared {
     /// `waitTimeMillsInSendQueue` while `brokerFastFailureEnable` (0: no limit): a put
     /// that waited longer for the append stage is refused unstored.
     pub send_queue_wait_limit_ms: AtomicU64,
+    /// Replication: the master stage's doorbell and acks, the slave's master link.
+    pub ha: crate::ha::HaState,
 }
 
 impl Shared {
-    pub fn new(loaded: Loaded, append_doorbell: Arc<Notifier>) -> Self {
+    pub fn new(loaded: Loaded, append_doorbell: Arc<Notifier>, ha_doorbell: Arc<Notifier>) -> Self {
         let Loaded {
             config,
             log,
@@ -170,6 +172,7 @@ impl Shared {
             append_doorbell,
             core_ports: OnceLock::new(),
             send_queue_wait_limit_ms: AtomicU64::new(0),
+            ha: crate::ha::HaState::new(ha_doorbell, config.ha_master_address.clone()),
             config,
         }
     }

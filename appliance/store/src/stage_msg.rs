@@ -32,6 +32,14 @@ pub(crate) enum AppendMsg {
         /// `waitTimeMillsInSendQueue` (`[TIMEOUT_CLEAN_QUEUE]`).
         enqueued: Instant,
     },
+    /// Slave: the master's CommitLog bytes, to be written unchanged at `phy_offset` (which
+    /// must be the write offset, or any segment start while the log is empty). The reply
+    /// is the new max offset once published, or why the bytes were refused.
+    Replica {
+        phy_offset: u64,
+        bytes: Vec<u8>,
+        reply: SyncSender<Result<u64, String>>,
+    },
     /// Forget a topic's queue offsets (topic deleted).
     DeleteTopic(String),
     /// Finish queued work, stop; the flush stage is told to stop after a final flush.
@@ -43,6 +51,7 @@ impl AppendMsg {
     pub fn put_bytes(&self) -> usize {
         match self {
             AppendMsg::Put { req, .. } => req.records.len(),
+            AppendMsg::Replica { bytes, .. } => bytes.len(),
             _ => 0,
         }
     }
@@ -63,6 +72,8 @@ pub(crate) struct Waiter {
     pub deadline: Instant,
     pub result: PutResult,
     pub done: Done,
+    /// SYNC_MASTER: once flushed, the put waits for a slave's ack as well.
+    pub then_slave: bool,
 }
 
 /// Messages to the flush coordinator.

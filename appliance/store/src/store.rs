@@ -5,12 +5,12 @@
 
 use crate::append;
 use crate::checkpoint::Checkpoint;
-use crate::config::StoreConfig;
+use crate::config::{BrokerRole, StoreConfig};
 use crate::core_port::{run_callback, CorePorts, Submitted};
 use crate::retention::{self, RetentionState};
 use crate::shared::{Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
 use crate::stage_msg::{AppendMsg, Done};
-use crate::types::{ArrivalEvent, PutMessageStatus, PutRequest, PutResult, StoreMetrics};
+use crate::types::{ArrivalEvent, HaStatus, PutMessageStatus, PutRequest, PutResult, StoreMetrics};
 use crate::util::now_ms;
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +33,8 @@ pub const REFUSED_STAGE_FAILED: &str = "STAGE_FAILED";
 pub const REFUSED_PAGE_CACHE_BUSY: &str = "PAGE_CACHE_BUSY";
 /// Direct mode: unflushed bytes above `ringmq.directWriteRingBusyRatio` of the ring.
 pub const REFUSED_WRITE_RING_BUSY: &str = "WRITE_RING_BUSY";
+/// This store is a slave: it holds the master's CommitLog and takes no puts of its own.
+pub const REFUSED_SLAVE: &str = "SLAVE";
 /// The producer → append stage queue is full.
 pub const REFUSED_APPEND_QUEUE_FULL: &str = "APPEND_QUEUE_FULL";
 
@@ -43,6 +45,8 @@ pub(crate) struct Inner {
     pub(crate) shared: Arc<Shared>,
     pub(crate) put_tx: SyncSender<AppendMsg>,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The HA server (master) or client (slave), if running.
+    pub(crate) ha_thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) reput_handle: Mutex<Option<JoinHandle<()>>>,
     pub(crate) housekeeping: Mutex<Option<StopHandle>>,
     /// The retention thread and its stop signal.
@@ -116,6 +120,10 @@ impl MessageStore {
         s.metrics.put_requests.fetch_add(1, Ordering::Relaxed);
         if s.stopping.load(Ordering::Acquire) {
             s.refusals.refused(REFUSED_SHUTTING_DOWN);
+            return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
+        }
+        if s.config.broker_role == BrokerRole::Slave {
+            s.refusals.refused(REFUSED_SLAVE);
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
         }
         let flags = s.running_flags.load(Ordering::Acquire);
@@ -328,6 +336,21 @@ impl MessageStore {
         tracing::info!(
             "executeDeleteFilesManually: expired files are deleted over the next 20 passes"
         );
+    }
+
+    /// Slave: replicate from the master's HA address `host:port`; a change reconnects.
+    pub fn update_ha_master_address(&self, addr: &str) {
+        self.shared().ha.set_master_addr(addr);
+    }
+
+    /// Replication state: connected slaves (master) or the master link (slave).
+    pub fn ha_status(&self) -> HaStatus {
+        self.shared().ha.status()
+    }
+
+    /// Where this master's HA server listens, once bound.
+    pub fn ha_listen_addr(&self) -> Option<std::net::SocketAddr> {
+        self.shared().ha.listen_addr.get().copied()
     }
 
     /// Counters and latency summaries.

@@ -1,13 +1,14 @@
 //! Opening and closing a `MessageStore`: lock the directory, load CommitLog, ConsumeQueues,
 //! index and checkpoint, run recovery, mark the store running (`abort`), start the stage
-//! threads (allocator, append, flush coordinator + worker, reput, housekeeping, retention),
+//! threads (allocator, append, flush coordinator + worker, reput, housekeeping, retention,
+//! and the HA server of a master or the HA client of a slave),
 //! and at shutdown stop them in the reverse order. Shutdown lives here because it has to
 //! know every thread `open` started.
 
 use crate::append::AppendStage;
 use crate::checkpoint::{Checkpoint, CheckpointData};
 use crate::commit_log::{create_segment, AllocatorHandle, CommitLog, SegmentSpec};
-use crate::config::{StoreConfig, WriteMode};
+use crate::config::{BrokerRole, StoreConfig, WriteMode};
 use crate::consume_queue::ConsumeQueueTable;
 use crate::direct::{DirectFlusher, DirectRing};
 use crate::error::StoreError;
@@ -59,7 +60,12 @@ impl MessageStore {
         let (loaded, checkpoint) = load(config)?;
         let cp = loaded.checkpoint;
         let doorbell = Notifier::new().map_err(|e| StoreError::io("eventfd", &root, e))?;
-        let shared = Arc::new(Shared::new(loaded, Arc::new(doorbell)));
+        let ha_doorbell = Notifier::new().map_err(|e| StoreError::io("eventfd", &root, e))?;
+        let shared = Arc::new(Shared::new(
+            loaded,
+            Arc::new(doorbell),
+            Arc::new(ha_doorbell),
+        ));
         let (dispatcher, process_offset) = recover(&shared, last_exit_ok, &cp)?;
         let spec = segment_spec(&shared.config);
         create_first_put_segment(&shared.log, &shared.config, process_offset, spec)?;
@@ -68,6 +74,7 @@ impl MessageStore {
         mark_running(&shared, &checkpoint)?;
         let ring = start_write_ring(&shared, process_offset)?;
         let (put_tx, threads) = start_append_and_flush(&shared, spec, table, ring)?;
+        let ha_thread = start_ha(&shared, &put_tx);
         let reput_handle = start_reput(&shared, dispatcher, process_offset)?;
         let housekeeping = start_housekeeping(&shared, &checkpoint)?;
         let retention = Arc::new(Mutex::new(RetentionState::default()));
@@ -77,6 +84,7 @@ impl MessageStore {
                 shared,
                 put_tx,
                 threads: Mutex::new(threads),
+                ha_thread: Mutex::new(ha_thread),
                 reput_handle: Mutex::new(Some(reput_handle)),
                 housekeeping: Mutex::new(Some(housekeeping)),
                 cleaner: Mutex::new(Some(cleaner)),
@@ -312,6 +320,14 @@ fn start_append_and_flush(
     Ok((put_tx, threads))
 }
 
+/// Starts replication: the HA server of a master, the HA client of a slave.
+fn start_ha(shared: &Arc<Shared>, put_tx: &SyncSender<AppendMsg>) -> Option<JoinHandle<()>> {
+    match shared.config.broker_role {
+        BrokerRole::Slave => crate::ha::slave::start(shared, put_tx.clone()),
+        BrokerRole::AsyncMaster | BrokerRole::SyncMaster => crate::ha::master::start(shared),
+    }
+}
+
 /// Starts the reput stage from `from` and lets the other stages wake it.
 fn start_reput(
     shared: &Arc<Shared>,
@@ -416,6 +432,7 @@ impl Inner {
         let s = &self.shared;
         s.stopping.store(true, Ordering::Release);
         stop_thread(&self.cleaner);
+        self.stop_ha();
         self.stop_append_and_flush();
         self.stop_reput();
         stop_thread(&self.housekeeping);
@@ -428,6 +445,15 @@ impl Inner {
             let _ = h.join();
         }
         drop(self.lock_file.lock_unpoisoned().take());
+    }
+
+    /// Stops the HA stage or client before the append stage, whose queue the client feeds.
+    fn stop_ha(&self) {
+        self.shared.ha.stop.store(true, Ordering::Release);
+        self.shared.ha.doorbell.notify();
+        if let Some(h) = self.ha_thread.lock_unpoisoned().take() {
+            let _ = h.join();
+        }
     }
 
     /// Lets the append stage finish queued puts and the flush stage its final flush.

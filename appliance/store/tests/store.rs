@@ -1901,3 +1901,5 @@ fn a_segment_whose_unlink_failed_is_deleted_again_later() {
 
 #[path = "store/faults.rs"]
 mod faults;
+#[path = "store/replication.rs"]
+mod replication;

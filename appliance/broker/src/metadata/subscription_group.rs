@@ -144,6 +144,33 @@ impl SubscriptionGroupManager {
         }
     }
 
+    /// A slave's copy of its master's groups: the table, the forbidden bits and the data
+    /// version become the master's. Persisted.
+    pub fn replace_from_master(&self, wrapper: SubscriptionGroupWrapper) {
+        let table = wrapper
+            .subscription_group_table
+            .into_iter()
+            .map(|(name, mut sg)| {
+                if sg.group_name.is_empty() {
+                    sg.group_name = name.clone();
+                }
+                (name, Arc::new(sg))
+            })
+            .collect();
+        *self.table.write_unpoisoned() = table;
+        *self.forbidden.write_unpoisoned() = wrapper.forbidden_table;
+        *self.data_version.lock_unpoisoned() = wrapper.data_version;
+        if let Err(e) = self.persist() {
+            tracing::error!(
+                "cannot persist subscriptionGroup.json: {e}; the copy lives in memory only"
+            );
+        }
+    }
+
+    pub fn data_version(&self) -> DataVersion {
+        *self.data_version.lock_unpoisoned()
+    }
+
     fn changed(&self) {
         self.data_version
             .lock_unpoisoned()

@@ -364,6 +364,28 @@ impl TopicConfigManager {
         removed
     }
 
+    /// A slave's copy of its master's table: the whole table and its data version become
+    /// the master's, so the next sync sees nothing new until the master changes again.
+    /// Persisted, then the broker re-registers.
+    pub fn replace_from_master(
+        &self,
+        table: impl IntoIterator<Item = TopicConfig>,
+        data_version: DataVersion,
+    ) {
+        let table: HashMap<String, Arc<TopicConfig>> = table
+            .into_iter()
+            .map(|tc| (tc.topic_name.clone(), Arc::new(tc)))
+            .collect();
+        *self.table.write_unpoisoned() = Arc::new(table);
+        *self.data_version.lock_unpoisoned() = data_version;
+        if let Err(e) = self.persist() {
+            tracing::error!("cannot persist topics.json: {e}; the copy lives in memory only");
+        }
+        if let Some(listener) = self.on_change.read_unpoisoned().as_ref() {
+            listener();
+        }
+    }
+
     /// Bumps the data version and re-registers without a table change: the registration
     /// depends on the live `brokerPermission` too, and name servers ignore a registration
     /// whose data version they have already seen.

@@ -75,6 +75,7 @@ pub const ADMIN_CODES: &[RequestCode] = &[
     RequestCode::GetBrokerConsumeStats,
     RequestCode::GetAllConsumerOffset,
     RequestCode::GetAllDelayOffset,
+    RequestCode::GetBrokerHaStatus,
 ];
 
 /// Answers an admin request, or `None` when `request.code` is not one of [`ADMIN_CODES`].
@@ -113,6 +114,7 @@ pub fn process(
         C::GetBrokerConsumeStats => get_broker_consume_stats(ctx, request),
         C::GetAllConsumerOffset => ok_body(request, ctx.offsets.encode()),
         C::GetAllDelayOffset => ok_body(request, ctx.delay_offsets.encode()),
+        C::GetBrokerHaStatus => ok_body(request, ha_runtime_info(ctx).to_string()),
         _ => return None,
     };
     Some(handled)
@@ -573,9 +575,10 @@ fn total_mem_kbytes() -> u64 {
 }
 
 /// GET_BROKER_RUNTIME_INFO (28): KVTable with the keys mqadmin reads (numbers as text).
-/// Counters ringmq does not track yet read 0, never absent (mqadmin fails on a missing key).
-/// Put/get totals, the `putTps`/`get*Tps` "10s 60s 600s" strings and the `ringmq.*` stage
-/// profile keys come from [`crate::metrics::BrokerMetrics::runtime_info_into`].
+/// Keys for machinery ringmq does not have (thread-pool queues other than sends, the timer
+/// wheel where none runs) read 0, never absent (mqadmin fails on a missing key). Put/get
+/// totals, the `putTps`/`get*Tps` "10s 60s 600s" strings, put latency and the `ringmq.*`
+/// stage profile keys come from [`crate::metrics::BrokerMetrics::runtime_info_into`].
 pub fn get_broker_runtime_info(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     ok_body(request, runtime_info(ctx).encode())
 }
@@ -590,7 +593,8 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     };
     put("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
     put("brokerVersion", ringmq_remoting::RINGMQ_VERSION.to_string());
-    put("brokerActive", "true".to_string());
+    // Upstream: the delay and transaction check-back services run, which only a master does.
+    put("brokerActive", ctx.config.is_master().to_string());
     for k in [
         "msgPutTotalTodayNow",
         "msgGetTotalTodayNow",
@@ -600,13 +604,10 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
         "msgGetTotalYesterdayMorning",
         "putMessageTimesTotal",
         "putMessageSizeTotal",
-        "putMessageEntireTimeMax",
-        "putMessageFailedTimes",
         "getMessageEntireTimeMax",
         "dispatchMaxBuffer",
         "dispatchBehindBytes",
         "pageCacheLockTimeMills",
-        "sendThreadPoolQueueSize",
         "pullThreadPoolQueueSize",
         "litePullThreadPoolQueueSize",
         "queryThreadPoolQueueSize",
@@ -617,26 +618,20 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
         "litePullThreadPoolQueueHeadWaitTimeMills",
         "ackThreadPoolQueueHeadWaitTimeMills",
         "EndTransactionQueueSize",
-        "timerReadBehind",
-        "timerOffsetBehind",
-        "timerCongestNum",
         "remainTransientStoreBufferNumbs",
         "startAcceptSendRequestTimeStamp",
         "commitLogMinOffset",
     ] {
         put(k, "0".to_string());
     }
-    put("timerEnqueueTps", "0.0".to_string());
-    put("timerDequeueTps", "0.0".to_string());
+    let timer = ctx.timer.runtime_info();
+    put("timerReadBehind", timer.read_behind_s.to_string());
+    put("timerOffsetBehind", timer.offset_behind.to_string());
+    put("timerCongestNum", timer.congest_num.to_string());
+    put("timerEnqueueTps", format!("{:?}", timer.enqueue_tps));
+    put("timerDequeueTps", format!("{:?}", timer.dequeue_tps));
     put("putMessageAverageSize", "0.0".to_string());
-    put("putLatency99", "0.00".to_string());
-    put("putLatency999", "0.00".to_string());
     put("remainHowManyDataToFlush", "0 B".to_string());
-    put(
-        "putMessageDistributeTime",
-        "[<=0ms]:0 [0~10ms]:0 [10~50ms]:0 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:0 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:0 "
-            .to_string(),
-    );
     for k in [
         "putTps",
         "getTransferredTps",
@@ -646,6 +641,11 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     ] {
         put(k, "0.0 0.0 0.0".to_string());
     }
+    // Sends waiting for the append stage: ringmq's send queue is the cores' put rings.
+    put(
+        "sendThreadPoolQueueSize",
+        ctx.store.queued_puts().to_string(),
+    );
     put("commitLogMaxOffset", max_offset.to_string());
     let earliest = ctx
         .topics
@@ -677,6 +677,51 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     // Real put/get totals, TPS windows and ringmq's stage profile over the placeholders.
     ctx.metrics.runtime_info_into(&mut t);
     KvTable { table: t }
+}
+
+/// GET_BROKER_HA_STATUS (907): upstream's `HARuntimeInfo` JSON. A master lists its
+/// connected slaves with their acknowledged offset and lag (`diff`); a slave names the
+/// master HA address it replicates from and its CommitLog max offset. Counters the store
+/// does not keep (bytes per second, timestamps, the transfer start) read 0.
+pub fn ha_runtime_info(ctx: &BrokerContext) -> serde_json::Value {
+    let ha = ctx.store.ha_status();
+    let max_offset = ctx.store.commit_log_max_offset();
+    let is_master = ctx.config.is_master();
+    let connections: Vec<serde_json::Value> = if is_master {
+        ha.slaves
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "addr": s.addr,
+                    "diff": max_offset - s.ack_offset,
+                    "inSync": s.in_sync,
+                    "slaveAckOffset": s.ack_offset,
+                    "transferFromWhere": 0,
+                    "transferredByteInSecond": 0,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut client = serde_json::json!({
+        "lastReadTimestamp": 0,
+        "lastWriteTimestamp": 0,
+        "masterFlushOffset": 0,
+        "maxOffset": if is_master { 0 } else { max_offset },
+        "transferredByteInSecond": 0,
+    });
+    if let (false, Some(addr)) = (is_master, ha.master_addr) {
+        client["masterAddr"] = serde_json::Value::String(addr);
+    }
+    let in_sync = connections.iter().filter(|c| c["inSync"] == true).count();
+    serde_json::json!({
+        "haClientRuntimeInfo": client,
+        "haConnectionInfo": connections,
+        "inSyncSlaveNums": in_sync,
+        "master": is_master,
+        "masterCommitLogMaxOffset": if is_master { max_offset } else { 0 },
+    })
 }
 
 /// GET_TOPIC_STATS_INFO (202).

@@ -1,5 +1,7 @@
 //! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): permission and subscription checks, tag /
 //! SQL92 filtering, the store read, GetMessageStatus → response code and next-offset rules,
+//! the master/slave routing of `suggestWhichBrokerId` ([`pull_route`]; a slave serves pulls
+//! only with `slaveReadEnable`),
 //! piggy-backed offset commit, long polling (the pull parks on the network core that
 //! received it, [`crate::long_polling`]), and a zero-copy body: the stored records go out
 //! as `extra_body` chunks, memory slices of the CommitLog mapping (one vectored write) or,
@@ -89,6 +91,9 @@ struct Suspension {
 /// Processes a pull request.
 pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestContext) -> Reply {
     let started = std::time::Instant::now();
+    if !ctx.config.is_master() && !ctx.config.slave_read_enable {
+        return crate::processor::send::reject_request(&request);
+    }
     let header = match PullMessageHeaderRef::decode(&request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
@@ -220,13 +225,15 @@ fn attempt(
     let subscription = subscription(ctx, request, h, &group_config)?;
     let filter = pull_filter(ctx, request, h, &subscription)?;
     let (code, status_name, result) = read_queue(ctx, h, &filter);
+    let route = pull_route(&role_of(ctx), code, &result, &group_config);
     let response = response_header(
-        ctx,
-        request.response_to(code.code(), Some(status_name.to_string())),
+        request.response_to(route.code.code(), Some(status_name.to_string())),
         &result,
+        route.suggest_which_broker_id,
         &group_config,
         &topic_config,
     );
+    let code = route.code;
     record_offsets(ctx, h, first, result.next_begin_offset);
     if let Some(timeout_ms) = suspend_timeout_ms(ctx, h, code, first) {
         return Ok(Outcome::Suspend(Suspension { filter, timeout_ms }));
@@ -525,23 +532,84 @@ fn record_get(ctx: &BrokerContext, h: &PullMessageHeaderRef<'_>, result: &GetMes
         });
 }
 
+/// What the pull routing rule looks at: this broker's role and settings.
+#[derive(Debug, Clone, Copy)]
+pub struct PullRole {
+    pub is_master: bool,
+    pub slave_read_enable: bool,
+    /// `offsetCheckInSlave`: a slave answers PULL_OFFSET_MOVED itself instead of asking the
+    /// client to retry.
+    pub offset_check_in_slave: bool,
+}
+
+fn role_of(ctx: &BrokerContext) -> PullRole {
+    PullRole {
+        is_master: ctx.config.is_master(),
+        slave_read_enable: ctx.config.slave_read_enable,
+        offset_check_in_slave: ctx
+            .config
+            .extra
+            .get("offsetCheckInSlave")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+    }
+}
+
+/// The answer's code and `suggestWhichBrokerId` after the master/slave routing rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PullRoute {
+    pub code: ResponseCode,
+    pub suggest_which_broker_id: u64,
+}
+
+/// Where the consumer should pull next (features.md §e.1). With `slaveReadEnable` a
+/// master sends a consumer whose data lies beyond the store's in-memory window to the
+/// group's `whichBrokerWhenConsumeSlowly`, otherwise to the group's `brokerId`; without it,
+/// always to the master. A slave serving data the master holds in memory points back to
+/// the master, and asks for an immediate retry there when it found nothing (the master may
+/// have more than this slave replicated); the client falls back to the slave on its own
+/// when the route has no master. A slave never moves a consumer's offset unless
+/// `offsetCheckInSlave`: its queue may simply lag the master's.
+pub fn pull_route(
+    role: &PullRole,
+    code: ResponseCode,
+    result: &GetMessageResult,
+    group_config: &SubscriptionGroupConfig,
+) -> PullRoute {
+    let mut suggest = if !role.slave_read_enable {
+        MASTER_ID
+    } else if result.suggest_pulling_from_slave {
+        group_config.which_broker_when_consume_slowly
+    } else {
+        group_config.broker_id
+    };
+    let mut code = code;
+    if !role.is_master && !result.suggest_pulling_from_slave {
+        suggest = MASTER_ID;
+        if result.status != GetMessageStatus::Found {
+            code = ResponseCode::PullRetryImmediately;
+        }
+    }
+    if code == ResponseCode::PullOffsetMoved && !role.is_master && !role.offset_check_in_slave {
+        suggest = group_config.broker_id;
+        code = ResponseCode::PullRetryImmediately;
+    }
+    PullRoute {
+        code,
+        suggest_which_broker_id: suggest,
+    }
+}
+
+/// The master's broker id (`MixAll.MASTER_ID`).
+const MASTER_ID: u64 = 0;
+
 /// The answer's header fields: where to pull next, the queue's bounds, the flags.
 fn response_header(
-    ctx: &BrokerContext,
     mut response: RemotingCommand,
     result: &GetMessageResult,
+    suggest: u64,
     group_config: &SubscriptionGroupConfig,
     topic_config: &TopicConfig,
 ) -> RemotingCommand {
-    let suggest = if ctx.config.slave_read_enable {
-        if result.suggest_pulling_from_slave {
-            group_config.which_broker_when_consume_slowly
-        } else {
-            group_config.broker_id
-        }
-    } else {
-        0
-    };
     let f = &mut response.ext_fields;
     f.insert("suggestWhichBrokerId", suggest.to_string());
     f.insert("nextBeginOffset", result.next_begin_offset.to_string());

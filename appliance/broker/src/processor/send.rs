@@ -25,35 +25,12 @@ use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 use crate::context::{error_response, header_error, BrokerContext};
 use crate::metadata::topic_config::{self as topics, AutoCreate, PERM_READ, PERM_WRITE};
 use crate::metrics::MessageType;
+pub(crate) use crate::random::random_below;
 use ringmq_sync::LockExt;
 
 thread_local! {
     /// Per-core scratch for the stored property string (reused across sends).
     static PROPS_SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
-    static RNG: std::cell::Cell<u64> = std::cell::Cell::new(seed());
-}
-
-fn seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(7);
-    t | 1
-}
-
-/// A cheap per-thread xorshift for random queue selection (no RNG dependency needed).
-pub(crate) fn random_below(n: u32) -> u32 {
-    if n <= 1 {
-        return 0;
-    }
-    RNG.with(|r| {
-        let mut x = r.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        r.set(x);
-        (x % n as u64) as u32
-    })
 }
 
 /// A message ready for the store, plus what the response needs.
@@ -82,6 +59,9 @@ pub fn process(
     queued_ms: u64,
 ) -> Reply {
     let started = std::time::Instant::now();
+    if !ctx.config.is_master() {
+        return reject_request(&request);
+    }
     let header = match SendMessageHeaderRef::decode_for_code(request.code, &request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
@@ -230,6 +210,24 @@ fn reply_error(request: &RemotingCommand, code: ResponseCode, remark: String) ->
 
 type Refusal = (ResponseCode, String);
 
+/// What a slave answers to a request its role does not serve (sends always; pulls unless
+/// `slaveReadEnable`): upstream refuses these before any processing, with this remark.
+pub(crate) const REJECT_REQUEST_REMARK: &str =
+    "[REJECTREQUEST]system busy, start flow control for a while";
+
+/// SYSTEM_BUSY with [`REJECT_REQUEST_REMARK`] (nothing for a oneway request).
+pub(crate) fn reject_request(request: &RemotingCommand) -> Reply {
+    if request.is_oneway() {
+        return Reply::Nothing;
+    }
+    error_response(
+        request,
+        ResponseCode::SystemBusy,
+        REJECT_REQUEST_REMARK.to_string(),
+    )
+    .into()
+}
+
 /// Upstream's `FAQUrl.suggestTodo(…)` tail: its common refusals end with this pointer to the
 /// FAQ, and clients and operators match on the whole text.
 pub(crate) const FAQ_SUGGESTION: &str =
@@ -261,15 +259,6 @@ fn prepare(
     born_host: SocketAddr,
 ) -> Result<Prepared, Refusal> {
     let config = &ctx.config;
-    if !config.is_master() {
-        return Err((
-            ResponseCode::ServiceNotAvailable,
-            format!(
-                "the broker[{}] is a slave and does not accept sends",
-                config.broker_ip1
-            ),
-        ));
-    }
     if !ctx.live.is_writeable() {
         return Err((
             ResponseCode::NoPermission,
@@ -367,8 +356,10 @@ fn prepare_single(
     // One pass over the properties for everything the broker reacts to.
     let (mut uniq, mut delay, mut tran, mut pop_ck, mut keys_prop, mut wait) =
         (None, None, false, false, None, true);
+    let mut timer_seen = false;
     for (k, v) in properties::iter(raw) {
         match k {
+            k if crate::timer_put::is_timer_key(k) => timer_seen = true,
             keys::UNIQ_KEY => uniq = Some(v),
             keys::DELAY => delay = Some(v),
             keys::TRAN_MSG => tran = v.eq_ignore_ascii_case("true"),
@@ -447,12 +438,21 @@ fn prepare_single(
         && delay_level > 0
         && (tx_type == sysflag::TRANSACTION_NOT_TYPE
             || tx_type == sysflag::TRANSACTION_COMMIT_TYPE);
+    // Timer messages (features.md §c.2) are rewritten before the record is built.
+    let mut timer_props = None;
+    if timer_seen
+        && !half
+        && (tx_type == sysflag::TRANSACTION_NOT_TYPE || tx_type == sysflag::TRANSACTION_COMMIT_TYPE)
+    {
+        timer_props =
+            crate::timer_put::apply_for_send(ctx, raw, delay_level, &mut topic, &mut queue_id)?;
+    }
 
     let mut records = BytesMut::new();
     let encoded = PROPS_SCRATCH.with(|scratch| {
         let mut props = scratch.borrow_mut();
         props.clear();
-        if !(to_dlq || half || scheduled || pop_ck) {
+        if !(to_dlq || half || scheduled || pop_ck || timer_props.is_some()) {
             // Fast path: the client's string verbatim, plus what the broker always adds.
             props.extend_from_slice(raw.as_bytes());
             if !props.is_empty() && props.last() != Some(&properties::PROPERTY_SEPARATOR) {
@@ -463,7 +463,9 @@ fn prepare_single(
             }
             properties::encode_entry_into(&mut props, keys::CLUSTER, &config.broker_cluster_name);
         } else {
-            let mut map = MessageProperties::parse(raw);
+            let mut map = timer_props
+                .take()
+                .unwrap_or_else(|| MessageProperties::parse(raw));
             map.remove(keys::POP_CK);
             let _ = map.insert(keys::UNIQ_KEY, &uniq_key);
             let _ = map.insert(keys::CLUSTER, &config.broker_cluster_name);

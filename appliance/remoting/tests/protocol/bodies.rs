@@ -46,6 +46,14 @@ fn seeds() -> Vec<Vec<u8>> {
         r#"{"brokerMemberGroup":{"brokerAddrs":{"0":"a:1"},"brokerName":"b","cluster":"c"}}"#,
         // UPDATE_BROKER_CONFIG properties text and one topics.json line.
         "brokerName=broker-a\nflushDiskType=ASYNC_FLUSH\n",
+        // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP from mqadmin (a null policy, as Java may send).
+        r#"{"groupName":"G1","consumeEnable":true,"retryQueueNums":1,"retryMaxTimes":16,"groupRetryPolicy":null,"brokerId":0}"#,
+        // GET_ALL_SUBSCRIPTIONGROUP_CONFIG answer / subscriptionGroup.json.
+        concat!(
+            r#"{"subscriptionGroupTable":{"G1":{"groupName":"G1","consumeEnable":true,"retryQueueNums":1,"#,
+            r#""groupRetryPolicy":{"type":"CUSTOMIZED","customizedRetryPolicy":{"type":"CUSTOMIZED","next":[1000,5000]}}}},"#,
+            r#""dataVersion":{"counter":3,"stateVersion":0,"timestamp":1700000000000}}"#
+        ),
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

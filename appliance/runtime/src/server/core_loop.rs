@@ -910,6 +910,10 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
         core.now.set(started);
         core.drain_inbox();
         core.wake_handler();
+        // Answers the handler gave while woken (put completions, held pulls) were posted
+        // to this core's own inbox: write them in this pass, not after another io_uring
+        // round trip.
+        core.drain_inbox();
         let more_tasks = rt.run();
         if core.done.get() {
             break;

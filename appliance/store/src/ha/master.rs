@@ -1,0 +1,469 @@
+//! The master's HA stage (`ringmq-ha`): one pinned thread that accepts slaves on
+//! `haListenPort` and serves every connection with poll(2) over non-blocking sockets. Per
+//! slave it reads 8-byte max-offset reports (acks), picks the start position (a slave at 0
+//! starts at the master's last segment), and streams published CommitLog bytes in frames
+//! of at most `haTransferBatchSize`, straight from the segment file with sendfile(2) in
+//! mmap mode (from the write ring in direct mode), with heartbeats when idle, housekeeping
+//! close of silent slaves and optional flow control. The append stage wakes it through
+//! `HaState::doorbell` after each publish while slaves are connected.
+
+use super::protocol::{encode_frame_header, ReportDecoder, FRAME_HEADER_SIZE_BYTES};
+use crate::config::WriteMode;
+use crate::shared::Shared;
+use crate::types::HaSlaveStatus;
+use ringmq_sync::LockExt;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most slaves served at once; more are refused with a log line.
+const MAX_SLAVES: usize = 64;
+/// Longest poll(2) sleep: bounds how late a stop request or a timer is seen.
+const MAX_POLL_WAIT_MS: u64 = 500;
+/// Bytes read from a slave per read call (reports are 8 bytes each), and most read calls
+/// per wake-up, so a peer that floods the port cannot hold the stage.
+const READ_CHUNK_BYTES: usize = 4096;
+const MAX_READS_PER_WAKE: usize = 64;
+
+/// Binds the HA listener and starts the stage. A master whose port is taken keeps serving
+/// clients without replication (logged), rather than failing to start.
+pub(crate) fn start(shared: &Arc<Shared>) -> Option<JoinHandle<()>> {
+    let ip = shared.config.ha_bind_ip?;
+    let addr = SocketAddr::new(ip, shared.config.ha_listen_port);
+    let listener = match TcpListener::bind(addr).and_then(|l| {
+        l.set_nonblocking(true)?;
+        Ok(l)
+    }) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(%addr, error = %e, "cannot listen on haListenPort; slaves cannot replicate from this master");
+            return None;
+        }
+    };
+    if let Ok(local) = listener.local_addr() {
+        let _ = shared.ha.listen_addr.set(local);
+        tracing::info!(addr = %local, "HA server listening");
+    }
+    let s = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name("ringmq-ha".into())
+        .spawn(move || {
+            crate::util::pin_current_thread(s.config.ha_core, "ha");
+            MasterStage::new(s, listener).run();
+        });
+    match spawned {
+        Ok(h) => Some(h),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the HA stage");
+            None
+        }
+    }
+}
+
+/// One slave connection.
+struct Conn {
+    stream: TcpStream,
+    addr: String,
+    reports: ReportDecoder,
+    /// The offset the slave last reported holding (None before its first report).
+    ack_offset: Option<u64>,
+    /// Next CommitLog byte to send (set by the first report).
+    next_offset: Option<u64>,
+    header: [u8; FRAME_HEADER_SIZE_BYTES],
+    header_sent: usize,
+    body_left: u64,
+    last_read: Instant,
+    last_write: Instant,
+    /// Flow control: bytes sent in the second that began at `window_start`.
+    window_start: Instant,
+    window_bytes: u64,
+    /// The socket refused bytes: wait for POLLOUT.
+    want_write: bool,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, addr: SocketAddr) -> Self {
+        let now = Instant::now();
+        Conn {
+            stream,
+            addr: addr.to_string(),
+            reports: ReportDecoder::default(),
+            ack_offset: None,
+            next_offset: None,
+            header: [0; FRAME_HEADER_SIZE_BYTES],
+            header_sent: FRAME_HEADER_SIZE_BYTES,
+            body_left: 0,
+            last_read: now,
+            last_write: now,
+            window_start: now,
+            window_bytes: 0,
+            want_write: false,
+        }
+    }
+
+    fn start_frame(&mut self, offset: u64, len: u64) {
+        self.header = encode_frame_header(offset as i64, len as i32);
+        self.header_sent = 0;
+        self.body_left = len;
+    }
+}
+
+struct MasterStage {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    conns: Vec<Conn>,
+    heartbeat: Duration,
+    housekeeping: Duration,
+    batch_bytes: u64,
+    sendfile: bool,
+    /// Earliest deadline of a SYNC_MASTER put waiting for an ack.
+    next_waiter_deadline: Option<Instant>,
+}
+
+impl MasterStage {
+    fn new(shared: Arc<Shared>, listener: TcpListener) -> Self {
+        let c = &shared.config;
+        MasterStage {
+            heartbeat: Duration::from_millis(c.ha_send_heartbeat_interval_ms.max(1)),
+            housekeeping: Duration::from_millis(c.ha_housekeeping_interval_ms.max(1)),
+            batch_bytes: (c.ha_transfer_batch_size_bytes as u64).clamp(1, i32::MAX as u64),
+            sendfile: c.write_mode == WriteMode::Mmap,
+            conns: Vec::new(),
+            next_waiter_deadline: None,
+            listener,
+            shared,
+        }
+    }
+
+    fn run(mut self) {
+        while !self.shared.ha.stop.load(Ordering::Acquire) {
+            self.shared.ha.doorbell.begin_drain();
+            self.serve_all();
+            self.wait();
+        }
+        self.shared.ha.slaves_connected.store(0, Ordering::Release);
+        self.shared.ha.slaves.lock_unpoisoned().clear();
+        super::ack::complete_slave_waiters(&self.shared, true);
+    }
+
+    /// Sends what each connection may send now and closes the ones that failed.
+    fn serve_all(&mut self) {
+        self.next_waiter_deadline = super::ack::complete_slave_waiters(&self.shared, false);
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.conns.len() {
+            let res = self.check_timers(i, now).and_then(|()| self.pump(i));
+            match res {
+                Ok(()) => i += 1,
+                Err(why) => self.close(i, &why),
+            }
+        }
+    }
+
+    fn close(&mut self, i: usize, why: &str) {
+        let c = self.conns.swap_remove(i);
+        tracing::warn!(slave = c.addr, "HA connection closed: {why}");
+        self.publish_status();
+    }
+
+    fn check_timers(&self, i: usize, now: Instant) -> Result<(), String> {
+        let c = &self.conns[i];
+        if now.saturating_duration_since(c.last_read) >= self.housekeeping {
+            return Err(format!(
+                "no report for {} ms (haHousekeepingInterval)",
+                self.housekeeping.as_millis()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sleeps in poll(2) on the listener, the doorbell and the connections until one is
+    /// ready or the next timer is due; then accepts and reads.
+    fn wait(&mut self) {
+        let mut fds = Vec::with_capacity(self.conns.len() + 2);
+        let fd = |fd: i32, events: i16| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        fds.push(fd(self.listener.as_raw_fd(), libc::POLLIN));
+        fds.push(fd(self.shared.ha.doorbell.as_raw_fd(), libc::POLLIN));
+        for c in &self.conns {
+            let ev = libc::POLLIN | if c.want_write { libc::POLLOUT } else { 0 };
+            fds.push(fd(c.stream.as_raw_fd(), ev));
+        }
+        let timeout_ms = self.next_timer_ms();
+        // SAFETY: `fds` is a live array of `fds.len()` pollfds for the whole call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n <= 0 {
+            return;
+        }
+        if fds[1].revents != 0 {
+            self.shared.ha.doorbell.consume();
+        }
+        // Reads first (by index, before accepting changes the list); closing swaps, so go
+        // from the back.
+        for i in (0..self.conns.len()).rev() {
+            let rev = fds[i + 2].revents;
+            if rev & libc::POLLOUT != 0 {
+                self.conns[i].want_write = false;
+            }
+            if rev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                if let Err(why) = self.read_reports(i) {
+                    self.close(i, &why);
+                }
+            }
+        }
+        if fds[0].revents != 0 {
+            self.accept();
+        }
+    }
+
+    fn next_timer_ms(&self) -> i32 {
+        let now = Instant::now();
+        let mut wait = Duration::from_millis(MAX_POLL_WAIT_MS);
+        if let Some(d) = self.next_waiter_deadline {
+            wait = wait.min(d.saturating_duration_since(now));
+        }
+        for c in &self.conns {
+            if c.next_offset.is_some() && !c.want_write {
+                wait = wait.min((c.last_write + self.heartbeat).saturating_duration_since(now));
+            }
+            if self.shared.config.ha_flow_control_enable {
+                wait = wait.min(Duration::from_millis(10));
+            }
+        }
+        wait.as_millis().max(1) as i32
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, addr)) => {
+                    if self.conns.len() >= MAX_SLAVES {
+                        tracing::warn!(slave = %addr, "HA connection refused: {MAX_SLAVES} slaves already connected");
+                        continue;
+                    }
+                    if let Err(e) = stream.set_nonblocking(true) {
+                        tracing::warn!(slave = %addr, error = %e, "HA connection refused");
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    tracing::info!(slave = %addr, "HA slave connected");
+                    self.conns.push(Conn::new(stream, addr));
+                    self.publish_status();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "HA accept failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads the slave's reports; the newest one is its ack.
+    fn read_reports(&mut self, i: usize) -> Result<(), String> {
+        let mut buf = [0u8; READ_CHUNK_BYTES];
+        let mut latest = None;
+        let c = &mut self.conns[i];
+        for _ in 0..MAX_READS_PER_WAKE {
+            match c.stream.read(&mut buf) {
+                Ok(0) => return Err("closed by the slave".into()),
+                Ok(n) => {
+                    c.last_read = Instant::now();
+                    if let Some(r) = c.reports.feed(&buf[..n]) {
+                        latest = Some(r);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("read failed: {e}")),
+            }
+        }
+        match latest {
+            Some(r) => self.on_report(i, r),
+            None => Ok(()),
+        }
+    }
+
+    fn on_report(&mut self, i: usize, reported: i64) -> Result<(), String> {
+        let log = &self.shared.log;
+        let max = log.max_offset();
+        if reported < 0 || reported as u64 > max {
+            return Err(format!(
+                "the slave reported offset {reported}, past this master's max offset {max} \
+                 (a diverged slave or another master)"
+            ));
+        }
+        let reported = reported as u64;
+        let c = &mut self.conns[i];
+        if c.next_offset.is_none() {
+            let start = match reported {
+                0 => max - max % log.file_size(),
+                r => r,
+            };
+            tracing::info!(slave = c.addr, reported, start, "HA transfer starts");
+            c.next_offset = Some(start);
+        }
+        c.ack_offset = Some(reported);
+        self.shared
+            .ha
+            .push_to_slave_max_offset
+            .fetch_max(reported, Ordering::AcqRel);
+        self.publish_status();
+        Ok(())
+    }
+
+    /// Refreshes the slaves' status the API reads.
+    fn publish_status(&self) {
+        let max = self.shared.log.max_offset();
+        let gap = self.shared.config.ha_max_gap_not_in_sync_bytes;
+        let slaves = self
+            .conns
+            .iter()
+            .map(|c| {
+                let ack = c.ack_offset.unwrap_or(0);
+                HaSlaveStatus {
+                    addr: c.addr.clone(),
+                    ack_offset: ack as i64,
+                    in_sync: c.ack_offset.is_some() && max.saturating_sub(ack) < gap,
+                }
+            })
+            .collect();
+        *self.shared.ha.slaves.lock_unpoisoned() = slaves;
+        self.shared
+            .ha
+            .slaves_connected
+            .store(self.conns.len(), Ordering::Release);
+    }
+
+    /// Sends frames to connection `i` until it is caught up, its socket is full or flow
+    /// control stops it.
+    fn pump(&mut self, i: usize) -> Result<(), String> {
+        loop {
+            let c = &mut self.conns[i];
+            if c.want_write {
+                return Ok(());
+            }
+            if c.header_sent < FRAME_HEADER_SIZE_BYTES {
+                match c.stream.write(&c.header[c.header_sent..]) {
+                    Ok(n) => c.header_sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.want_write = true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("write failed: {e}")),
+                }
+                c.last_write = Instant::now();
+                continue;
+            }
+            if c.body_left > 0 {
+                self.send_body(i)?;
+                continue;
+            }
+            if !self.next_frame(i)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Starts the next frame: CommitLog bytes not sent yet (within one segment, the batch
+    /// size and flow control), or a heartbeat when idle long enough. False: nothing to send.
+    fn next_frame(&mut self, i: usize) -> Result<bool, String> {
+        let log = &self.shared.log;
+        let max = log.max_offset();
+        let now = Instant::now();
+        let flow = self.shared.config.ha_flow_control_enable;
+        let per_second = self.shared.config.max_ha_transfer_bytes_per_second.max(1);
+        let batch = self.batch_bytes;
+        let c = &mut self.conns[i];
+        let Some(next) = c.next_offset else {
+            return Ok(false);
+        };
+        if next < max {
+            if next < log.min_offset() {
+                return Err(format!(
+                    "the slave needs offset {next}, below this master's min offset {}",
+                    log.min_offset()
+                ));
+            }
+            let mut len = batch.min(max - next).min(log.roll_next_file(next) - next);
+            if flow {
+                if now.saturating_duration_since(c.window_start) >= Duration::from_secs(1) {
+                    c.window_start = now;
+                    c.window_bytes = 0;
+                }
+                len = len.min(per_second.saturating_sub(c.window_bytes));
+                if len == 0 {
+                    return Ok(false);
+                }
+                c.window_bytes += len;
+            }
+            c.start_frame(next, len);
+            return Ok(true);
+        }
+        if now.saturating_duration_since(c.last_write) >= self.heartbeat {
+            c.start_frame(next, 0);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Sends body bytes of the current frame from the CommitLog.
+    fn send_body(&mut self, i: usize) -> Result<(), String> {
+        let c = &mut self.conns[i];
+        let Some(next) = c.next_offset else {
+            return Err("frame without a position".into());
+        };
+        let sent = if self.sendfile {
+            let seg = self
+                .shared
+                .log
+                .segment_for(next)
+                .ok_or_else(|| format!("no CommitLog segment holds offset {next}"))?;
+            let mut file_off = (next - seg.from_offset()) as libc::off_t;
+            // SAFETY: both descriptors are open for the call (the segment's Arc and the
+            // stream are held); `file_off` is a live off_t sendfile updates.
+            let n = unsafe {
+                libc::sendfile(
+                    c.stream.as_raw_fd(),
+                    seg.file().as_raw_fd(),
+                    &mut file_off,
+                    c.body_left as usize,
+                )
+            };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        } else {
+            let bytes = self
+                .shared
+                .log
+                .read(next, c.body_left as usize)
+                .ok_or_else(|| format!("CommitLog bytes at {next} are not readable"))?;
+            c.stream.write(&bytes)
+        };
+        match sent {
+            Ok(0) => {
+                return Err(format!(
+                    "sending CommitLog bytes at {next} made no progress"
+                ))
+            }
+            Ok(n) => {
+                c.next_offset = Some(next + n as u64);
+                c.body_left -= n as u64;
+                c.last_write = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.want_write = true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("sending CommitLog bytes at {next} failed: {e}")),
+        }
+        Ok(())
+    }
+}

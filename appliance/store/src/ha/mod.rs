@@ -1,0 +1,87 @@
+//! Master/slave CommitLog replication, the classic protocol of Apache RocketMQ's
+//! DefaultHAService: [`protocol`] (the wire format, no I/O), [`master`] (the `ringmq-ha`
+//! stage that streams the CommitLog to slaves and collects their acks) and [`slave`] (the
+//! client that appends the master's bytes through the append stage), [`ack`] (SYNC_MASTER
+//! puts waiting for a slave's acknowledgement). `HaState` is what these threads share with
+//! the append stage and the API; it sits below `Shared`, which holds it.
+
+pub mod ack;
+pub mod master;
+pub mod protocol;
+pub mod slave;
+
+use crate::stage_msg::Waiter;
+use crate::types::{HaSlaveStatus, HaStatus};
+use ringmq_ring::Notifier;
+use ringmq_sync::LockExt;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Replication state shared by the HA threads, the append stage and the API.
+pub(crate) struct HaState {
+    /// Rung by the append stage after it publishes, while slaves are connected; the
+    /// master stage sleeps on it (with the listener and the connections).
+    pub doorbell: Arc<Notifier>,
+    /// Slave connections the master stage serves now.
+    pub slaves_connected: AtomicUsize,
+    /// Highest offset any slave acknowledged (upstream `push2SlaveMaxOffset`).
+    pub push_to_slave_max_offset: AtomicU64,
+    /// The master stage's view of its slaves, refreshed as acks arrive.
+    pub slaves: Mutex<Vec<HaSlaveStatus>>,
+    /// Slave: the master's HA address, and a generation bumped when it changes.
+    pub master_addr: Mutex<Option<String>>,
+    pub master_addr_generation: AtomicU64,
+    pub connected_to_master: AtomicBool,
+    /// Tells the HA threads to end (store shutdown).
+    pub stop: AtomicBool,
+    /// SYNC_MASTER puts waiting for a slave's ack, in offset order; the master stage
+    /// completes them (upstream GroupTransferService).
+    pub slave_waiters: Mutex<VecDeque<Waiter>>,
+    /// Master: where the HA server listens (once bound).
+    pub listen_addr: OnceLock<SocketAddr>,
+}
+
+impl HaState {
+    pub fn new(doorbell: Arc<Notifier>, master_addr: Option<String>) -> Self {
+        HaState {
+            doorbell,
+            slaves_connected: AtomicUsize::new(0),
+            push_to_slave_max_offset: AtomicU64::new(0),
+            slaves: Mutex::new(Vec::new()),
+            master_addr: Mutex::new(master_addr),
+            master_addr_generation: AtomicU64::new(0),
+            connected_to_master: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            listen_addr: OnceLock::new(),
+            slave_waiters: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Append stage, after a publish: wakes the master stage if anyone listens.
+    pub fn notify_published(&self) {
+        if self.slaves_connected.load(Ordering::Acquire) > 0 {
+            self.doorbell.notify();
+        }
+    }
+
+    /// Slave: replicate from `addr` from now on (a change reconnects).
+    pub fn set_master_addr(&self, addr: &str) {
+        let addr = addr.trim();
+        let mut cur = self.master_addr.lock_unpoisoned();
+        if cur.as_deref() == Some(addr) || addr.is_empty() {
+            return;
+        }
+        *cur = Some(addr.to_string());
+        self.master_addr_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn status(&self) -> HaStatus {
+        HaStatus {
+            slaves: self.slaves.lock_unpoisoned().clone(),
+            master_addr: self.master_addr.lock_unpoisoned().clone(),
+            connected_to_master: self.connected_to_master.load(Ordering::Acquire),
+        }
+    }
+}
