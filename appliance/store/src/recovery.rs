@@ -135,6 +135,14 @@ fn step_at(seg: &MappedFile, off: u64, check_crc: bool) -> Step<'_> {
         return Step::SegmentEnd { blank: false };
     }
     match record::decode_record(seg.slice(pos, (seg.size() - pos) as usize), check_crc) {
+        Ok(Decoded::Message(r)) if check_crc && torn(&r) => {
+            tracing::warn!(
+                offset = off,
+                "recovery: record torn by the crash (its topic or properties end in bytes \
+                 never written); log ends here"
+            );
+            Step::LogEnd
+        }
         Ok(Decoded::Message(r)) if r.physical_offset == off as i64 => Step::Record(r),
         Ok(Decoded::Message(r)) => {
             tracing::info!(
@@ -161,6 +169,14 @@ fn step_at(seg: &MappedFile, off: u64, check_crc: bool) -> Step<'_> {
             Step::LogEnd
         }
     }
+}
+
+/// Whether a record's tail was never written: a crash in direct mode can land between
+/// two page writes, leaving a record whose head (and body, which its CRC covers) is on
+/// disk and whose topic or properties are still zero. Producers never put NUL bytes in a
+/// topic or in properties, so a NUL there marks the torn last record.
+fn torn(r: &record::StoredRecord<'_>) -> bool {
+    r.topic_bytes.contains(&0) || r.properties.contains(&0)
 }
 
 /// Scans records from segment `start_idx`, re-dispatching those at or past
