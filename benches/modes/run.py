@@ -121,6 +121,10 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
         "brokerRole=%s" % (role or cell["role"]),
         "autoCreateTopicEnable=true",
     ]
+    if (role or cell["role"]) == "SYNC_MASTER":
+        # RocketMQ 5 waits for a slave only when two replicas must hold a message
+        # (spec features.md g.1: with inSyncReplicas=1 a SYNC_MASTER acks at once).
+        lines += ["inSyncReplicas=2", "totalReplicas=2"]
     # --set KEY=VALUE lines come last: in a properties file the later line wins.
     lines += ["%s=%s" % kv for kv in cell.get("extra_conf", [])]
     return "\n".join(lines) + "\n"
