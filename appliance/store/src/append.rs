@@ -151,17 +151,19 @@ impl Batch {
                 *r = PutResult::failed(PutMessageStatus::UnknownError);
             }
         }
-        let mut i = 0;
-        while i < self.waiters.len() {
-            if failed(&self.waiters[i].result) {
-                let w = self.waiters.swap_remove(i);
-                self.done_now
-                    .push((w.done, PutResult::failed(PutMessageStatus::UnknownError)));
-            } else {
-                i += 1;
+        for waiters in [&mut self.waiters, &mut self.slave_waiters] {
+            let mut i = 0;
+            while i < waiters.len() {
+                if failed(&waiters[i].result) {
+                    let w = waiters.swap_remove(i);
+                    self.done_now
+                        .push((w.done, PutResult::failed(PutMessageStatus::UnknownError)));
+                } else {
+                    i += 1;
+                }
             }
+            waiters.sort_by_key(|w| w.target);
         }
-        self.waiters.sort_by_key(|w| w.target);
     }
 
     /// Messages and bytes of the batch's stored puts.
@@ -172,6 +174,7 @@ impl Batch {
             .iter()
             .map(|(_, r)| r)
             .chain(self.waiters.iter().map(|w| &w.result))
+            .chain(self.slave_waiters.iter().map(|w| &w.result))
             .filter(|r| r.status == PutMessageStatus::PutOk)
         {
             msgs += r.msg_num as u64;

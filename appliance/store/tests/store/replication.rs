@@ -454,6 +454,11 @@ fn sync_master_acks_after_the_slave(flush: FlushDiskType) {
         "{flush:?}: {n} SYNC_MASTER puts, all in flight, acknowledged in {} ms",
         t.elapsed().as_millis()
     );
+    assert_eq!(
+        master.metrics().put_messages,
+        n,
+        "puts waiting for the slave count as stored in the append metrics"
+    );
     slave.shutdown();
     master.shutdown();
 }
