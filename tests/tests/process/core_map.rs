@@ -1,5 +1,5 @@
 //! The core map a broker prints at start is the placement its threads really have: for
-//! every thread the map names (network cores, append, flush and its I/O worker, reput),
+//! every thread the map names (network cores, append, flush and its I/O worker, reput, HA),
 //! `Cpus_allowed_list` in `/proc/<pid>/task/<tid>/status` is the printed core, or the
 //! process's whole CPU set where the map says `unpinned`. Checked for the host's default
 //! map, for a stage pinned by its key, and for a plan made for 16 cores
@@ -84,12 +84,17 @@ fn check_broker(extra: &str) -> String {
     let pid = broker.pid();
     let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let whole = cores(&status_field(&proc_status, "Cpus_allowed_list:"));
-    let stages = [
+    // A test that places the HA stage by its key also requires the thread to exist.
+    let want_ha = extra.contains("ringmq.cores.ha");
+    let mut stages = vec![
         "ringmq-append",
         "ringmq-flush",
         "ringmq-flush-io",
         "ringmq-reput",
     ];
+    if want_ha {
+        stages.push("ringmq-ha");
+    }
     let deadline = Instant::now() + THREADS_BOUND;
     let threads = loop {
         let t = thread_affinities(pid);
@@ -117,6 +122,12 @@ fn check_broker(extra: &str) -> String {
             .get(thread)
             .unwrap_or_else(|| panic!("no {thread} thread: {threads:?}"));
         assert_eq!(sets, &vec![expect(&map[key])], "{thread} vs map {map:?}");
+    }
+    // The HA stage runs while the master serves slaves on haListenPort (it is left out,
+    // with a log line, when that port cannot be bound).
+    match threads.get("ringmq-ha") {
+        Some(sets) => assert_eq!(sets, &vec![expect(&map["ha"])], "ringmq-ha vs map {map:?}"),
+        None => assert!(!want_ha, "no ringmq-ha thread: {threads:?}"),
     }
     let network = &map["network"];
     let net_threads: Vec<_> = threads
@@ -157,6 +168,13 @@ fn a_stage_pinned_by_its_key_runs_on_that_core() {
     let log = check_broker("ringmq.cores.append=0");
     let map = printed_map(&log, "cores: available=");
     assert_eq!(map["append"], "0", "{map:?}");
+}
+
+#[test]
+fn the_ha_stage_runs_on_the_core_its_key_names() {
+    let log = check_broker("ringmq.cores.ha=0");
+    let map = printed_map(&log, "cores: available=");
+    assert_eq!(map["ha"], "0", "{map:?}");
 }
 
 #[test]
