@@ -5,6 +5,9 @@
 //! Every key of an update falls in one class:
 //! - **live** ([`LIVE_KEYS`]): the processors read these from [`LiveConfig`]'s atomics on every
 //!   request, so the next request sees the new value. Only the admin path takes the lock.
+//!   The store keys upstream reads on every use (`ringmq_store::config::LIVE_STORE_KEYS`:
+//!   flush intervals, retention, transfer limits, `maxMessageSize`, ...) are live too: the
+//!   admin handler hands them to the running store ([`push_to_store`]).
 //! - **after restart**: any other key ringmq reads (a `BrokerConfig` field, a store key, a
 //!   `ringmq.*` broker key). It is accepted, saved and shown by GET_BROKER_CONFIG, and read at
 //!   the next start: the store, the listeners and the schedule service copy their settings
@@ -252,8 +255,6 @@ pub struct LiveConfig {
     transaction_timeout_ms: AtomicU64,
     transaction_check_max: AtomicI32,
     transaction_check_interval_ms: AtomicU64,
-    /// `maxMessageSize` the store was opened with: it refuses larger records until restart.
-    store_max_message_size_bytes: u32,
     state: Mutex<State>,
 }
 
@@ -297,7 +298,6 @@ impl LiveConfig {
             transaction_timeout_ms: AtomicU64::new(0),
             transaction_check_max: AtomicI32::new(0),
             transaction_check_interval_ms: AtomicU64::new(0),
-            store_max_message_size_bytes: config.max_message_size_bytes,
             state: Mutex::new(State {
                 effective: config.clone(),
                 file: Some(config_file_path(config)),
@@ -539,7 +539,7 @@ fn apply_key(c: &mut BrokerConfig, key: &str, value: &str) -> Result<Effect, Upd
     match c.set_known(key, value) {
         Ok(true) => {
             check_value(c, key).map_err(invalid)?;
-            return Ok(if LIVE_KEYS.contains(&key) {
+            return Ok(if LIVE_KEYS.contains(&key) || is_live_store_key(key) {
                 Effect::Live
             } else {
                 Effect::AfterRestart
@@ -549,6 +549,7 @@ fn apply_key(c: &mut BrokerConfig, key: &str, value: &str) -> Result<Effect, Upd
         Err(why) => return Err(invalid(why)),
     }
     let effect = match store::StoreConfig::default().apply_property(key, value) {
+        Ok(true) if is_live_store_key(key) => Effect::Live,
         Ok(true) => Effect::AfterRestart,
         Err(e) => return Err(invalid(e.to_string())),
         Ok(false) if LIVE_KEYS.contains(&key) => {
@@ -566,6 +567,31 @@ fn apply_key(c: &mut BrokerConfig, key: &str, value: &str) -> Result<Effect, Upd
     };
     c.extra.insert(key.to_string(), value.to_string());
     Ok(effect)
+}
+
+/// Whether the store reads `key` on every use, so an update reaches it at once through
+/// [`push_to_store`].
+fn is_live_store_key(key: &str) -> bool {
+    store::config::LIVE_STORE_KEYS.contains(&key)
+}
+
+/// Hands the store the live store keys of an accepted update (flush intervals, retention,
+/// transfer limits, `maxMessageSize`, ...). Each value was already checked by
+/// [`LiveConfig::update`] with the store's own parser, so a refusal here means the store
+/// changed its rules; it is logged and the rest still apply.
+pub fn push_to_store(report: &UpdateReport, store: &dyn store::StoreApi) {
+    for c in report.changes.iter().filter(|c| is_live_store_key(&c.key)) {
+        match store.set_live_setting(&c.key, &c.new) {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                key = c.key,
+                "the store does not change this key while it runs"
+            ),
+            Err(e) => {
+                tracing::error!(key = c.key, error = %e, "the store refused a live config value")
+            }
+        }
+    }
 }
 
 /// Value rules of the live keys kept in `BrokerConfig::extra` (the transaction keys): a value
@@ -624,15 +650,6 @@ pub fn apply_update(
     if report.changed("brokerPermission") {
         // Name servers must see the new permission now, not at the next periodic registration.
         topics.mark_changed();
-    }
-    if report.changed("maxMessageSize")
-        && live.max_message_size_bytes() > live.store_max_message_size_bytes
-    {
-        report.notes.push(format!(
-            "maxMessageSize={} applies to sends now up to {} bytes, the size the store started with; larger messages are refused until the broker restarts",
-            live.max_message_size_bytes(),
-            live.store_max_message_size_bytes
-        ));
     }
     if report.changed("autoCreateTopicEnable")
         && live.auto_create_topic_enable()
@@ -1135,11 +1152,11 @@ mod tests {
         assert_eq!(r.code, 0, "{:?}", r.remark);
         let remark = r.remark.unwrap();
         assert!(
-            remark.contains("in effect now: autoCreateTopicEnable=false"),
+            remark.contains("in effect now: deleteWhen=03, autoCreateTopicEnable=false"),
             "{remark}"
         );
         assert!(
-            remark.contains("takes effect after restart: deleteWhen=03, messageDelayLevel=2s 4s, regionId=r:1 #a"),
+            remark.contains("takes effect after restart: messageDelayLevel=2s 4s, regionId=r:1 #a"),
             "{remark}"
         );
         assert!(

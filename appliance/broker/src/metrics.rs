@@ -20,6 +20,7 @@
 pub mod http;
 pub mod put_latency;
 pub mod text;
+pub mod timer_families;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -32,6 +33,7 @@ use ringmq_remoting::message::properties::{self, keys};
 
 use self::put_latency::PutLatency;
 use self::text::{Exposition, Kind};
+pub use self::timer_families::{TimerGauges, TimerProbe};
 use ringmq_sync::LockExt;
 
 /// Recording slots; threads beyond this share slots (still correct, just contended).
@@ -391,6 +393,7 @@ pub struct BrokerMetrics {
     topics: Mutex<TopicRegistry>,
     store_probe: OnceLock<(StoreProbe, i64)>,
     core_probe: OnceLock<CoreProbe>,
+    timer_probe: OnceLock<TimerProbe>,
     /// (when, totals) once a second, newest last.
     samples: Mutex<VecDeque<(Instant, Totals)>>,
     daily: Mutex<Daily>,
@@ -421,6 +424,7 @@ impl BrokerMetrics {
             topics: Mutex::new(registry),
             store_probe: OnceLock::new(),
             core_probe: OnceLock::new(),
+            timer_probe: OnceLock::new(),
             samples: Mutex::new(VecDeque::with_capacity(TPS_SAMPLES)),
             daily: Mutex::new(Daily {
                 day: local_day(crate::persist::now_ms()),
@@ -438,6 +442,11 @@ impl BrokerMetrics {
     /// Installs the network cores' counter reader (once).
     pub fn set_core_probe(&self, probe: CoreProbe) {
         let _ = self.core_probe.set(probe);
+    }
+
+    /// Installs the timer store's reader (once).
+    pub fn set_timer_probe(&self, probe: TimerProbe) {
+        let _ = self.timer_probe.set(probe);
     }
 
     fn slot(&self) -> MutexGuard<'_, SlotData> {
@@ -790,6 +799,9 @@ impl BrokerMetrics {
         self.render_messages(&mut e);
         self.render_rpc(&mut e);
         self.render_stage_profile(&mut e);
+        if let Some(timer) = self.timer_probe.get().and_then(|p| p()) {
+            timer_families::render(&mut e, &timer);
+        }
         e.finish()
     }
 

@@ -39,7 +39,8 @@ use ringmq_sync::LockExt;
 
 use crate::clock::Clock;
 use crate::metadata::topic_config::TIMER_TOPIC;
-use checkpoint::TimerCheckpoint;
+use crate::metrics::timer_families::{lateness_bucket, TimerGauges, TIMER_LATENESS_BUCKETS};
+use checkpoint::{TimerCheckpoint, TimerCheckpointData};
 use log::{TimerLog, TimerUnit, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL};
 use metrics::TimerMetrics;
 use wheel::{TimerWheel, SLOTS_TOTAL};
@@ -178,6 +179,16 @@ struct Stats {
     dequeued: AtomicU64,
     enqueue_tps_bits: AtomicU32,
     dequeue_tps_bits: AtomicU32,
+    lateness_counts: [AtomicU64; TIMER_LATENESS_BUCKETS],
+    lateness_sum_ms: AtomicU64,
+}
+
+/// What the admin requests read without waiting for the stage thread: the checkpoint and
+/// the `timermetrics` text as of the last flush (as upstream's in-memory checkpoint).
+#[derive(Default)]
+struct Published {
+    checkpoint: TimerCheckpointData,
+    metrics_json: String,
 }
 
 /// What one pass of the stages did.
@@ -198,6 +209,7 @@ pub struct TimerMessageStore {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     stats: Stats,
+    published: Mutex<Published>,
     running: AtomicBool,
     /// Whether the stage thread was started (then `running == false` means "stopping").
     threaded: AtomicBool,
@@ -278,6 +290,10 @@ impl TimerMessageStore {
             .curr_queue_offset
             .store(queue_offset, Ordering::Relaxed);
         let now = clock.now_ms();
+        let published = Mutex::new(Published {
+            checkpoint: checkpoint.data,
+            metrics_json: metrics.encode(),
+        });
         Ok(Arc::new(Self {
             state: Mutex::new(State {
                 wheel,
@@ -298,6 +314,7 @@ impl TimerMessageStore {
             store,
             clock,
             stats,
+            published,
             running: AtomicBool::new(false),
             threaded: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
@@ -420,6 +437,10 @@ impl TimerMessageStore {
         ck.master_timer_queue_offset = queue;
         st.checkpoint.flush()?;
         st.metrics.persist(now)?;
+        *self.published.lock_unpoisoned() = Published {
+            checkpoint: st.checkpoint.data,
+            metrics_json: st.metrics.encode(),
+        };
         self.update_rates(st, now);
         Ok(())
     }
@@ -455,6 +476,43 @@ impl TimerMessageStore {
             enqueue_tps: f32::from_bits(self.stats.enqueue_tps_bits.load(Ordering::Relaxed)),
             dequeue_tps: f32::from_bits(self.stats.dequeue_tps_bits.load(Ordering::Relaxed)),
         }
+    }
+
+    /// The `/metrics` families' values now. Per-topic counts only when the stage thread is
+    /// between passes (a scrape never waits for a delivery).
+    pub fn gauges(&self) -> TimerGauges {
+        let info = self.runtime_info();
+        let read = self.stats.curr_read_time_ms.load(Ordering::Relaxed);
+        let timing_by_topic = self
+            .state
+            .try_lock()
+            .map(|st| st.metrics.counts())
+            .unwrap_or_default();
+        let mut lateness_counts = [0u64; TIMER_LATENESS_BUCKETS];
+        for (out, c) in lateness_counts.iter_mut().zip(&self.stats.lateness_counts) {
+            *out = c.load(Ordering::Relaxed);
+        }
+        TimerGauges {
+            enqueue_lag_msgs: info.offset_behind,
+            dequeue_latency_ms: (self.clock.now_ms() - read).max(0),
+            congest_msgs: info.congest_num,
+            timing_by_topic,
+            enqueue_total: self.stats.enqueued.load(Ordering::Relaxed),
+            dequeue_total: self.stats.dequeued.load(Ordering::Relaxed),
+            lateness_counts,
+            lateness_sum_ms: self.stats.lateness_sum_ms.load(Ordering::Relaxed),
+        }
+    }
+
+    /// GET_TIMER_CHECK_POINT's body: the checkpoint's 56 bytes as of the last flush.
+    pub fn checkpoint_bytes(&self) -> Vec<u8> {
+        let data = self.published.lock_unpoisoned().checkpoint;
+        data.encode()[..checkpoint::CHECKPOINT_FIELDS_BYTES].to_vec()
+    }
+
+    /// GET_TIMER_METRICS's body: the `timermetrics` JSON as of the last flush.
+    pub fn metrics_json(&self) -> String {
+        self.published.lock_unpoisoned().metrics_json.clone()
     }
 
     /// Next timer-topic queue offset to enqueue and the next slot time to deliver.
@@ -718,7 +776,8 @@ impl TimerMessageStore {
         let (tx, rx) = mpsc::channel::<(usize, PutMessageStatus)>();
         let mut sent = Vec::with_capacity(batch.len());
         for (i, (rec, enqueue_time_ms, roll)) in batch.iter().enumerate() {
-            let Some((request, _, real_topic)) = self.convert(rec, *enqueue_time_ms, *roll) else {
+            let Some((request, _, real_topic, due_ms)) = self.convert(rec, *enqueue_time_ms, *roll)
+            else {
                 continue;
             };
             let tx = tx.clone();
@@ -728,7 +787,7 @@ impl TimerMessageStore {
                     let _ = tx.send((i, r.status));
                 }),
             );
-            sent.push((i, real_topic));
+            sent.push((i, real_topic, due_ms));
         }
         drop(tx);
         let mut statuses: Vec<Option<PutMessageStatus>> = vec![None; batch.len()];
@@ -741,11 +800,11 @@ impl TimerMessageStore {
             }
         }
         let mut delivered = 0;
-        for (i, real_topic) in sent {
+        for (i, real_topic, due_ms) in sent {
             let (rec, enqueue_time_ms, roll) = &batch[i];
             let outcome = match self.judge(statuses[i], &real_topic) {
                 Attempt::Done => {
-                    self.note_delivered(st, *enqueue_time_ms, &real_topic);
+                    self.note_delivered(st, *enqueue_time_ms, &real_topic, due_ms);
                     Put::Done
                 }
                 Attempt::Drop => Put::Dropped,
@@ -760,8 +819,22 @@ impl TimerMessageStore {
         Some(delivered)
     }
 
-    fn note_delivered(&self, st: &mut State, enqueue_time_ms: i64, real_topic: &str) {
+    fn note_delivered(
+        &self,
+        st: &mut State,
+        enqueue_time_ms: i64,
+        real_topic: &str,
+        due_ms: Option<i64>,
+    ) {
         self.stats.dequeued.fetch_add(1, Ordering::Relaxed);
+        if let Some(due) = due_ms {
+            let lateness_ms = (self.clock.now_ms() - due).max(0);
+            self.stats.lateness_counts[lateness_bucket(lateness_ms)]
+                .fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .lateness_sum_ms
+                .fetch_add(lateness_ms as u64, Ordering::Relaxed);
+        }
         // A message delivered without entering the wheel was never counted.
         if enqueue_time_ms != i64::MAX {
             st.metrics.add(real_topic, -1, self.clock.now_ms());
@@ -797,7 +870,8 @@ impl TimerMessageStore {
         roll: bool,
         attempts_done: u32,
     ) -> Put {
-        let Some((request, topic, real_topic)) = self.convert(rec, enqueue_time_ms, roll) else {
+        let Some((request, topic, real_topic, due_ms)) = self.convert(rec, enqueue_time_ms, roll)
+        else {
             return Put::Dropped;
         };
         let mut attempts = attempts_done;
@@ -814,7 +888,7 @@ impl TimerMessageStore {
             let status = self.put_and_wait(copy_request(&request));
             match self.judge(status, &topic) {
                 Attempt::Done => {
-                    self.note_delivered(st, enqueue_time_ms, &real_topic);
+                    self.note_delivered(st, enqueue_time_ms, &real_topic, due_ms);
                     return Put::Done;
                 }
                 Attempt::Drop => return Put::Dropped,
@@ -848,14 +922,14 @@ impl TimerMessageStore {
 
     /// The record to put for a due message: TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS (and
     /// TIMER_ROLL_TIMES when rolling) added, REAL_TOPIC/REAL_QID turned back into the topic
-    /// and queue. Returns the request, the topic it goes to and the real topic; `None`
-    /// (dropped) for a message that names no real queue.
+    /// and queue. Returns the request, the topic it goes to, the real topic and (unless it
+    /// rolls) the time its slot became due (the lateness reference); `None` (dropped) for a message that names no real queue.
     fn convert(
         &self,
         rec: &[u8],
         enqueue_time_ms: i64,
         roll: bool,
-    ) -> Option<(PutRequest, String, String)> {
+    ) -> Option<(PutRequest, String, String, Option<i64>)> {
         let Ok(Decoded::Message(r)) = record::decode_record(rec, false) else {
             tracing::error!("unreadable timer message; dropped");
             return None;
@@ -872,6 +946,12 @@ impl TimerMessageStore {
         let _ = props.insert(keys::TIMER_DEQUEUE_MS, &self.clock.now_ms().to_string());
         let _ = props.insert(keys::WAIT, "false");
         let real_topic = props.get(keys::REAL_TOPIC).unwrap_or_default().to_string();
+        // TIMER_OUT_MS is the slot start; the slot is due once it has fully passed.
+        let due_ms = props
+            .get(keys::TIMER_OUT_MS)
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|_| !roll)
+            .map(|out| out + self.cfg.precision_ms);
         let (topic, queue_id) = if roll {
             (r.topic().ok()?.to_string(), r.queue_id)
         } else {
@@ -919,7 +999,7 @@ impl TimerMessageStore {
             keys: props.get(keys::KEYS).map(str::to_string),
             wait_store_msg_ok: false,
         };
-        Some((request, topic, real_topic))
+        Some((request, topic, real_topic, due_ms))
     }
 }
 

@@ -532,3 +532,49 @@ fn refused_delivery_is_retried_and_a_permanent_refusal_dropped() {
     svc.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn gauges_measure_lateness_from_the_slot_end_and_admin_views_follow_flushes() {
+    let root = temp_root("gauges");
+    let store = Arc::new(MemStore::new());
+    let clock = Arc::new(FixedClock(AtomicI64::new(T0_MS + 37)));
+    let svc = TimerMessageStore::open(small_config(&root), store.clone(), clock.clone()).unwrap();
+    let opened = svc.checkpoint_bytes();
+    assert_eq!(opened.len(), 56);
+    // Due at +537: slot +500, which ends (and is delivered from) +600.
+    park(&store, clock.now_ms(), "L1", 500, "");
+    park(&store, clock.now_ms(), "L2", 900, "");
+    svc.run_once();
+    let g = svc.gauges();
+    assert_eq!(
+        (g.enqueue_total, g.congest_msgs, g.enqueue_lag_msgs),
+        (2, 2, 0)
+    );
+    assert_eq!(g.timing_by_topic, vec![("TopicT".to_string(), 2)]);
+    assert_eq!(svc.checkpoint_bytes(), opened, "unchanged until a flush");
+    for _ in 0..6 {
+        clock.advance(100);
+        svc.run_once();
+    }
+    // L1 delivered at +637: 37 ms after its slot ended.
+    let g = svc.gauges();
+    assert_eq!(g.dequeue_total, 1);
+    assert_eq!(g.lateness_sum_ms, 37);
+    assert_eq!(g.lateness_counts[lateness_bucket(37)], 1);
+    // L2 (slot +900, ends +1000) delivered after a 3 s stall of the stage: 2637 ms late.
+    clock.advance(3_000);
+    svc.run_once();
+    let g = svc.gauges();
+    assert_eq!((g.dequeue_total, g.congest_msgs), (2, 0));
+    assert_eq!(g.lateness_sum_ms, 37 + 2_637);
+    assert_eq!(g.lateness_counts[lateness_bucket(2_637)], 1);
+    assert_eq!(g.lateness_counts.iter().sum::<u64>(), 2);
+    svc.flush().unwrap();
+    let ck = TimerCheckpointData::decode(&svc.checkpoint_bytes());
+    assert_eq!(ck.last_timer_queue_offset, 2);
+    assert!(ck.last_read_time_ms > T0_MS + 900);
+    let json: serde_json::Value = serde_json::from_str(&svc.metrics_json()).unwrap();
+    assert_eq!(json["timingCount"]["TopicT"]["count"], 0);
+    svc.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -20,6 +20,8 @@ mod config_update_validation;
 mod layering;
 #[path = "broker/live_config_keys.rs"]
 mod live_config_keys;
+#[path = "broker/live_store_keys.rs"]
+mod live_store_keys;
 #[path = "broker/long_polling_cores.rs"]
 mod long_polling_cores;
 #[path = "broker/master_slave.rs"]
@@ -34,6 +36,8 @@ mod required_headers;
 mod store_api;
 #[path = "broker/timer.rs"]
 mod timer;
+#[path = "broker/timer_observability.rs"]
+mod timer_observability;
 #[path = "broker/topics_json.rs"]
 mod topics_json;
 #[path = "broker/typed_decoding.rs"]

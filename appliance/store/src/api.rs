@@ -8,6 +8,7 @@ use bytes::Bytes;
 use ringmq_ring::Notifier;
 use std::sync::Arc;
 
+use crate::config::ConfigValueError;
 use crate::types::{Boundary, GetMessageResult, HaStatus, MessageFilter, PutCallback, PutRequest};
 use crate::{ArrivalListener, MessageStore};
 
@@ -70,6 +71,12 @@ pub trait StoreApi: Send + Sync {
     fn run_core_completions(&self) {}
     /// Puts that waited this long for the append stage are refused (0: no limit).
     fn set_send_queue_wait_limit_ms(&self, _limit_ms: u64) {}
+    /// Sets one of the store keys a config update applies at once
+    /// ([`LIVE_STORE_KEYS`](crate::config::LIVE_STORE_KEYS)). `Ok(false)`: this store does not
+    /// change the key while it runs.
+    fn set_live_setting(&self, _key: &str, _value: &str) -> Result<bool, ConfigValueError> {
+        Ok(false)
+    }
     /// Puts queued for the append stage right now (all rings and waiting lists).
     fn queued_puts(&self) -> usize {
         0
@@ -177,6 +184,10 @@ impl StoreApi for MessageStore {
 
     fn set_send_queue_wait_limit_ms(&self, limit_ms: u64) {
         MessageStore::set_send_queue_wait_limit_ms(self, limit_ms);
+    }
+
+    fn set_live_setting(&self, key: &str, value: &str) -> Result<bool, ConfigValueError> {
+        MessageStore::set_live_setting(self, key, value)
     }
 
     fn queued_puts(&self) -> usize {

@@ -99,7 +99,6 @@ struct BatchLimits {
     max_bytes: usize,
     /// SYNC_FLUSH: puts that wait for the store complete after the flush.
     sync: bool,
-    sync_timeout: Duration,
     /// SYNC_MASTER with `inSyncReplicas` ≥ 2: WAIT puts complete after a slave's ack.
     slave_ack: bool,
 }
@@ -110,7 +109,6 @@ impl BatchLimits {
             max_requests: config.append_batch_max_requests.max(1),
             max_bytes: config.append_batch_max_bytes.max(1),
             sync: config.flush_disk_type == FlushDiskType::SyncFlush,
-            sync_timeout: Duration::from_millis(config.sync_flush_timeout_ms),
             slave_ack: config.broker_role == BrokerRole::SyncMaster && config.in_sync_replicas >= 2,
         }
     }
@@ -245,7 +243,9 @@ impl AppendStage {
             self.shared
                 .begin_time_in_lock_ms
                 .store(now, Ordering::Release);
-            let shutdown = self.append_batch(&mut batch, now, t0 + limits.sync_timeout, &limits);
+            // `syncFlushTimeout` is read per batch so an update applies to the next puts.
+            let sync_timeout = Duration::from_millis(self.shared.live.sync_flush_timeout_ms());
+            let shutdown = self.append_batch(&mut batch, now, t0 + sync_timeout, &limits);
             let _ = self.commit();
             if let Some(from) = self.failed_from.take() {
                 batch.fail_from(from);

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// `flushDiskType`.
@@ -530,6 +531,218 @@ impl StoreConfig {
     pub fn consume_queue_file_size_bytes(&self) -> u64 {
         u64::from(self.mapped_file_size_consume_queue_units.max(1))
             * crate::consume_queue::CQ_UNIT_SIZE as u64
+    }
+}
+
+/// The store keys an update may change while the store runs: upstream's `MessageStoreConfig`
+/// reads each of them on every use, so `updateBrokerConfig` applies them at once. Every other
+/// store key is fixed when the store opens (sizes, paths, stage layout, the retention
+/// schedule's `cleanResourceInterval`, which upstream also reads only when it schedules).
+pub const LIVE_STORE_KEYS: &[&str] = &[
+    "syncFlushTimeout",
+    "flushIntervalCommitLog",
+    "flushCommitLogLeastPages",
+    "flushCommitLogThoroughInterval",
+    "maxMessageSize",
+    "osPageCacheBusyTimeOutMills",
+    "fileReservedTime",
+    "deleteWhen",
+    "diskMaxUsedSpaceRatio",
+    "diskSpaceWarningLevelRatio",
+    "diskSpaceCleanForciblyRatio",
+    "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInDisk",
+    "maxTransferCountOnMessageInDisk",
+    "accessMessageInMemoryMaxRatio",
+];
+
+/// The current values of [`LIVE_STORE_KEYS`]: atomics the stages read on every use, so a
+/// change needs no lock on the put, pull or flush paths. Relaxed: each value is read on its
+/// own and publishes nothing else.
+#[derive(Debug)]
+pub struct LiveStoreSettings {
+    sync_flush_timeout_ms: AtomicU64,
+    flush_interval_commit_log_ms: AtomicU64,
+    flush_commit_log_least_pages: AtomicU32,
+    flush_commit_log_thorough_interval_ms: AtomicU64,
+    max_message_size_bytes: AtomicUsize,
+    os_page_cache_busy_timeout_ms: AtomicU64,
+    file_reserved_time_hours: AtomicU32,
+    /// `deleteWhen` as a bit per hour of the day (bit h set: delete at hour h).
+    delete_hours_mask: AtomicU32,
+    disk_max_used_space_ratio: AtomicU32,
+    disk_space_warning_level_ratio: AtomicU32,
+    disk_space_clean_forcibly_ratio: AtomicU32,
+    max_transfer_bytes_in_memory: AtomicUsize,
+    max_transfer_count_in_memory: AtomicUsize,
+    max_transfer_bytes_in_disk: AtomicUsize,
+    max_transfer_count_in_disk: AtomicUsize,
+    access_message_in_memory_max_ratio: AtomicU32,
+}
+
+/// `deleteWhen` ("04", "04;05") as a bit per hour; hours outside 0..=23 never match.
+pub fn delete_hours_mask(delete_when: &str) -> u32 {
+    delete_when
+        .split(';')
+        .filter_map(|h| h.trim().parse::<u32>().ok())
+        .filter(|h| *h < 24)
+        .fold(0, |mask, h| mask | (1 << h))
+}
+
+impl LiveStoreSettings {
+    /// The values `config` was opened with.
+    pub fn new(config: &StoreConfig) -> Self {
+        let s = LiveStoreSettings {
+            sync_flush_timeout_ms: AtomicU64::new(0),
+            flush_interval_commit_log_ms: AtomicU64::new(0),
+            flush_commit_log_least_pages: AtomicU32::new(0),
+            flush_commit_log_thorough_interval_ms: AtomicU64::new(0),
+            max_message_size_bytes: AtomicUsize::new(0),
+            os_page_cache_busy_timeout_ms: AtomicU64::new(0),
+            file_reserved_time_hours: AtomicU32::new(0),
+            delete_hours_mask: AtomicU32::new(0),
+            disk_max_used_space_ratio: AtomicU32::new(0),
+            disk_space_warning_level_ratio: AtomicU32::new(0),
+            disk_space_clean_forcibly_ratio: AtomicU32::new(0),
+            max_transfer_bytes_in_memory: AtomicUsize::new(0),
+            max_transfer_count_in_memory: AtomicUsize::new(0),
+            max_transfer_bytes_in_disk: AtomicUsize::new(0),
+            max_transfer_count_in_disk: AtomicUsize::new(0),
+            access_message_in_memory_max_ratio: AtomicU32::new(0),
+        };
+        for key in LIVE_STORE_KEYS {
+            s.publish(config, key);
+        }
+        s
+    }
+
+    /// Sets one of [`LIVE_STORE_KEYS`] from its properties text. `Ok(false)`: not a live
+    /// store key (nothing changes); `Err`: a value the key cannot take (nothing changes).
+    pub fn apply(&self, key: &str, value: &str) -> Result<bool, ConfigValueError> {
+        if !LIVE_STORE_KEYS.contains(&key) {
+            return Ok(false);
+        }
+        // Parse with the start-up parser so both accept exactly the same values.
+        let mut parsed = StoreConfig::default();
+        parsed.apply_property(key, value)?;
+        self.publish(&parsed, key);
+        Ok(true)
+    }
+
+    /// Copies `key`'s value from `c` into its atomic.
+    fn publish(&self, c: &StoreConfig, key: &str) {
+        let r = Ordering::Relaxed;
+        match key {
+            "syncFlushTimeout" => self.sync_flush_timeout_ms.store(c.sync_flush_timeout_ms, r),
+            "flushIntervalCommitLog" => self
+                .flush_interval_commit_log_ms
+                .store(c.flush_interval_commit_log_ms, r),
+            "flushCommitLogLeastPages" => self
+                .flush_commit_log_least_pages
+                .store(c.flush_commit_log_least_pages, r),
+            "flushCommitLogThoroughInterval" => self
+                .flush_commit_log_thorough_interval_ms
+                .store(c.flush_commit_log_thorough_interval_ms, r),
+            "maxMessageSize" => self.max_message_size_bytes.store(c.max_message_size, r),
+            "osPageCacheBusyTimeOutMills" => self
+                .os_page_cache_busy_timeout_ms
+                .store(c.os_page_cache_busy_timeout_ms, r),
+            "fileReservedTime" => self
+                .file_reserved_time_hours
+                .store(c.file_reserved_time_hours, r),
+            "deleteWhen" => self
+                .delete_hours_mask
+                .store(delete_hours_mask(&c.delete_when), r),
+            "diskMaxUsedSpaceRatio" => self
+                .disk_max_used_space_ratio
+                .store(c.disk_max_used_space_ratio, r),
+            "diskSpaceWarningLevelRatio" => self
+                .disk_space_warning_level_ratio
+                .store(c.disk_space_warning_level_ratio, r),
+            "diskSpaceCleanForciblyRatio" => self
+                .disk_space_clean_forcibly_ratio
+                .store(c.disk_space_clean_forcibly_ratio, r),
+            "maxTransferBytesOnMessageInMemory" => self
+                .max_transfer_bytes_in_memory
+                .store(c.max_transfer_bytes_on_message_in_memory, r),
+            "maxTransferCountOnMessageInMemory" => self
+                .max_transfer_count_in_memory
+                .store(c.max_transfer_count_on_message_in_memory, r),
+            "maxTransferBytesOnMessageInDisk" => self
+                .max_transfer_bytes_in_disk
+                .store(c.max_transfer_bytes_on_message_in_disk, r),
+            "maxTransferCountOnMessageInDisk" => self
+                .max_transfer_count_in_disk
+                .store(c.max_transfer_count_on_message_in_disk, r),
+            "accessMessageInMemoryMaxRatio" => self
+                .access_message_in_memory_max_ratio
+                .store(c.access_message_in_memory_max_ratio, r),
+            _ => {}
+        }
+    }
+
+    pub fn sync_flush_timeout_ms(&self) -> u64 {
+        self.sync_flush_timeout_ms.load(Ordering::Relaxed)
+    }
+    pub fn flush_interval_commit_log_ms(&self) -> u64 {
+        self.flush_interval_commit_log_ms.load(Ordering::Relaxed)
+    }
+    pub fn flush_commit_log_least_pages(&self) -> u32 {
+        self.flush_commit_log_least_pages.load(Ordering::Relaxed)
+    }
+    pub fn flush_commit_log_thorough_interval_ms(&self) -> u64 {
+        self.flush_commit_log_thorough_interval_ms
+            .load(Ordering::Relaxed)
+    }
+    pub fn max_message_size_bytes(&self) -> usize {
+        self.max_message_size_bytes.load(Ordering::Relaxed)
+    }
+    pub fn os_page_cache_busy_timeout_ms(&self) -> u64 {
+        self.os_page_cache_busy_timeout_ms.load(Ordering::Relaxed)
+    }
+    pub fn file_reserved_time_hours(&self) -> u32 {
+        self.file_reserved_time_hours.load(Ordering::Relaxed)
+    }
+    /// Whether `deleteWhen` names `hour` (0..=23).
+    pub fn is_delete_hour(&self, hour: i32) -> bool {
+        (0..24).contains(&hour) && self.delete_hours_mask.load(Ordering::Relaxed) & (1 << hour) != 0
+    }
+    /// `diskSpaceWarningLevelRatio` clamped to [35, 90], as upstream clamps it.
+    pub fn effective_warning_ratio(&self) -> u32 {
+        self.disk_space_warning_level_ratio
+            .load(Ordering::Relaxed)
+            .clamp(35, 90)
+    }
+    /// `diskSpaceCleanForciblyRatio` clamped to [30, 85].
+    pub fn effective_clean_forcibly_ratio(&self) -> u32 {
+        self.disk_space_clean_forcibly_ratio
+            .load(Ordering::Relaxed)
+            .clamp(30, 85)
+    }
+    /// `diskMaxUsedSpaceRatio` clamped to [10, 95].
+    pub fn effective_max_used_ratio(&self) -> u32 {
+        self.disk_max_used_space_ratio
+            .load(Ordering::Relaxed)
+            .clamp(10, 95)
+    }
+    /// (bytes, count) one pull may take of records still in memory.
+    pub fn max_transfer_in_memory(&self) -> (usize, usize) {
+        (
+            self.max_transfer_bytes_in_memory.load(Ordering::Relaxed),
+            self.max_transfer_count_in_memory.load(Ordering::Relaxed),
+        )
+    }
+    /// (bytes, count) one pull may take of records read from disk.
+    pub fn max_transfer_in_disk(&self) -> (usize, usize) {
+        (
+            self.max_transfer_bytes_in_disk.load(Ordering::Relaxed),
+            self.max_transfer_count_in_disk.load(Ordering::Relaxed),
+        )
+    }
+    pub fn access_message_in_memory_max_ratio(&self) -> u32 {
+        self.access_message_in_memory_max_ratio
+            .load(Ordering::Relaxed)
     }
 }
 

@@ -100,9 +100,6 @@ struct Coordinator {
     shared: Arc<Shared>,
     job_tx: SyncSender<FlushJob>,
     sync: bool,
-    interval: Duration,
-    thorough: Duration,
-    least_pages: u64,
     file_size: u64,
     /// Direct mode's write ring (the worker streams; see `dispatch_direct`).
     ring: Option<Arc<DirectRing>>,
@@ -127,9 +124,6 @@ impl Coordinator {
         Coordinator {
             job_tx,
             sync: cfg.flush_disk_type == FlushDiskType::SyncFlush,
-            interval: Duration::from_millis(cfg.flush_interval_commit_log_ms.max(1)),
-            thorough: Duration::from_millis(cfg.flush_commit_log_thorough_interval_ms),
-            least_pages: u64::from(cfg.flush_commit_log_least_pages),
             file_size: shared.log.file_size(),
             ring: shared.log.ring().cloned(),
             pending: VecDeque::new(),
@@ -157,7 +151,22 @@ impl Coordinator {
             }
             return t;
         }
-        self.interval.saturating_sub(self.last_interval.elapsed())
+        self.interval().saturating_sub(self.last_interval.elapsed())
+    }
+
+    /// `flushIntervalCommitLog`, `flushCommitLogThoroughInterval` and
+    /// `flushCommitLogLeastPages` are read on each use, so an update applies to the next
+    /// interval.
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.shared.live.flush_interval_commit_log_ms().max(1))
+    }
+
+    fn thorough(&self) -> Duration {
+        Duration::from_millis(self.shared.live.flush_commit_log_thorough_interval_ms())
+    }
+
+    fn least_pages(&self) -> u64 {
+        u64::from(self.shared.live.flush_commit_log_least_pages())
     }
 
     fn on_message(&mut self, msg: FlushMsg) {
@@ -205,7 +214,7 @@ impl Coordinator {
     /// ASYNC_FLUSH: marks an interval flush due when the interval passed and enough is
     /// dirty.
     fn check_interval(&mut self) {
-        if self.sync || self.last_interval.elapsed() < self.interval {
+        if self.sync || self.last_interval.elapsed() < self.interval() {
             return;
         }
         self.last_interval = Instant::now();
@@ -213,15 +222,13 @@ impl Coordinator {
         let flushed = self.shared.log.flushed_offset();
         let pages = max / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE;
         let crossed_segment = flushed / self.file_size != max / self.file_size;
-        let thorough_due = self.last_thorough.elapsed() >= self.thorough;
+        let thorough_due = self.last_thorough.elapsed() >= self.thorough();
         if thorough_due {
             self.last_thorough = Instant::now();
         }
+        let least_pages = self.least_pages();
         self.durable_due |= max > flushed
-            && (thorough_due
-                || crossed_segment
-                || self.least_pages == 0
-                || pages >= self.least_pages);
+            && (thorough_due || crossed_segment || least_pages == 0 || pages >= least_pages);
     }
 
     /// Whether the bytes up to the max offset should be made durable now.

@@ -45,11 +45,13 @@ struct Space {
     clean_immediately: bool,
 }
 
+/// Whether `deleteWhen` text names `hour`, parsed as the live settings parse it.
+#[cfg(test)]
 fn is_delete_hour(delete_when: &str, hour: i32) -> bool {
-    delete_when
-        .split(';')
-        .filter_map(|h| h.trim().parse::<i32>().ok())
-        .any(|h| h == hour)
+    let live = crate::config::LiveStoreSettings::new(&crate::StoreConfig::default());
+    live.apply("deleteWhen", delete_when)
+        .expect("deleteWhen is live");
+    live.is_delete_hour(hour)
 }
 
 /// One retention pass. `pause(ms)` waits between deletions and returns false when the
@@ -63,7 +65,7 @@ pub(crate) fn run_once(
     let now = cfg.retention_probe.now_ms();
     let space = check_space(shared, st);
     let manual = st.manual_delete_remaining > 0;
-    let time_up = is_delete_hour(&cfg.delete_when, local_hour(now));
+    let time_up = shared.live.is_delete_hour(local_hour(now));
     let mut deleted = 0;
     if time_up || space.to_delete || manual {
         if manual {
@@ -71,7 +73,7 @@ pub(crate) fn run_once(
         }
         let force = space.clean_immediately && cfg.clean_file_forcibly_enable;
         tracing::debug!(
-            file_reserved_time_h = cfg.file_reserved_time_hours,
+            file_reserved_time_h = shared.live.file_reserved_time_hours(),
             time_up,
             space_to_delete = space.to_delete,
             manual_passes_left = st.manual_delete_remaining,
@@ -83,7 +85,7 @@ pub(crate) fn run_once(
             if !st.warned_nothing_deletable {
                 st.warned_nothing_deletable = true;
                 tracing::warn!(
-                    file_reserved_time_h = cfg.file_reserved_time_hours,
+                    file_reserved_time_h = shared.live.file_reserved_time_hours(),
                     force,
                     "disk usage is above diskMaxUsedSpaceRatio but no CommitLog segment could be deleted (none expired, or they are not dispatched yet)"
                 );
@@ -121,14 +123,14 @@ fn check_space(shared: &Shared, st: &mut RetentionState) -> Space {
             continue;
         };
         st.warned_usage_unknown = false;
-        if used > cfg.effective_warning_ratio() {
+        if used > shared.live.effective_warning_ratio() {
             full.get_or_insert((dir, used));
             space.clean_immediately = true;
             space.to_delete = true;
-        } else if used > cfg.effective_clean_forcibly_ratio() {
+        } else if used > shared.live.effective_clean_forcibly_ratio() {
             space.clean_immediately = true;
             space.to_delete = true;
-        } else if used > cfg.effective_max_used_ratio() {
+        } else if used > shared.live.effective_max_used_ratio() {
             space.to_delete = true;
         }
     }
@@ -136,7 +138,7 @@ fn check_space(shared: &Shared, st: &mut RetentionState) -> Space {
     if let Some((dir, used)) = full {
         shared.set_flag(FLAG_DISK_FULL);
         if !was_full {
-            tracing::error!(dir = %dir.display(), used_percent = used, warning_ratio = cfg.effective_warning_ratio(), "disk almost full: refusing writes and cleaning forcibly");
+            tracing::error!(dir = %dir.display(), used_percent = used, warning_ratio = shared.live.effective_warning_ratio(), "disk almost full: refusing writes and cleaning forcibly");
         }
     } else if !space.clean_immediately && was_full {
         shared.clear_flag(FLAG_DISK_FULL);
@@ -156,7 +158,7 @@ fn delete_expired_segments(
     pause: &mut dyn FnMut(u64) -> bool,
 ) -> usize {
     let cfg = &shared.config;
-    let reserved_ms = i64::from(cfg.file_reserved_time_hours) * 3_600_000;
+    let reserved_ms = i64::from(shared.live.file_reserved_time_hours()) * 3_600_000;
     let batch_max = cfg.delete_file_batch_max.max(1);
     let files = shared.log.files();
     let candidates = files.len().saturating_sub(1);

@@ -5,7 +5,7 @@
 
 use crate::checkpoint::{Checkpoint, CheckpointData};
 use crate::commit_log::CommitLog;
-use crate::config::{FlushDiskType, StoreConfig};
+use crate::config::{FlushDiskType, LiveStoreSettings, StoreConfig};
 use crate::consume_queue::ConsumeQueueTable;
 use crate::core_port::{run_callback, CorePorts};
 use crate::index::IndexService;
@@ -122,9 +122,10 @@ pub(crate) struct Shared {
     pub checkpoint_physic_ts: AtomicI64,
     pub checkpoint_logics_ts: AtomicI64,
     pub topic_generation: AtomicU64,
-    /// Bytes behind the CommitLog max offset still served from memory
-    /// (`accessMessageInMemoryMaxRatio` of physical memory).
-    pub mem_limit_bytes: u64,
+    /// The store keys an update may change while the store runs (read on every use).
+    pub live: LiveStoreSettings,
+    /// Physical memory, read once: `accessMessageInMemoryMaxRatio` is a share of it.
+    physical_memory_bytes: u64,
     /// False while index entries cannot be written (records are stored and dispatched but
     /// not indexed by key; puts go on).
     pub index_available: AtomicBool,
@@ -165,8 +166,8 @@ impl Shared {
             checkpoint_physic_ts: AtomicI64::new(checkpoint.physic_msg_timestamp),
             checkpoint_logics_ts: AtomicI64::new(checkpoint.logics_msg_timestamp),
             topic_generation: AtomicU64::new(0),
-            mem_limit_bytes: physical_memory_bytes() / 100
-                * u64::from(config.access_message_in_memory_max_ratio),
+            live: LiveStoreSettings::new(&config),
+            physical_memory_bytes: physical_memory_bytes(),
             index_available: AtomicBool::new(true),
             refusals: RefusalLog::new("put", DEFAULT_REFUSAL_LOG_INTERVAL),
             append_doorbell,
@@ -175,6 +176,12 @@ impl Shared {
             ha: crate::ha::HaState::new(ha_doorbell, config.ha_master_address.clone()),
             config,
         }
+    }
+
+    /// Bytes behind the CommitLog max offset still served from memory
+    /// (`accessMessageInMemoryMaxRatio` of physical memory, as it is now).
+    pub fn mem_limit_bytes(&self) -> u64 {
+        self.physical_memory_bytes / 100 * u64::from(self.live.access_message_in_memory_max_ratio())
     }
 
     /// Dispatch bound: flushed offset under SYNC_FLUSH (consumers only see durable

@@ -5,7 +5,7 @@
 
 use crate::append;
 use crate::checkpoint::Checkpoint;
-use crate::config::{BrokerRole, StoreConfig};
+use crate::config::{BrokerRole, ConfigValueError, LiveStoreSettings, StoreConfig};
 use crate::core_port::{run_callback, CorePorts, Submitted};
 use crate::retention::{self, RetentionState};
 use crate::shared::{Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
@@ -97,7 +97,7 @@ impl MessageStore {
             return false;
         }
         let held = now_ms() - begin;
-        held > self.shared().config.os_page_cache_busy_timeout_ms as i64 && held < 10_000_000
+        held > self.shared().live.os_page_cache_busy_timeout_ms() as i64 && held < 10_000_000
     }
 
     fn direct_ring_busy(&self) -> bool {
@@ -147,7 +147,9 @@ impl MessageStore {
             s.refusals.refused(REFUSED_WRITE_RING_BUSY);
             return on_done(PutResult::failed(PutMessageStatus::OsPageCacheBusy));
         }
-        if let Err(status) = append::validate(&req, s.config.max_message_size, s.log.file_size()) {
+        if let Err(status) =
+            append::validate(&req, s.live.max_message_size_bytes(), s.log.file_size())
+        {
             return on_done(PutResult::failed(status));
         }
         let msg = AppendMsg::Put {
@@ -222,6 +224,17 @@ impl MessageStore {
         self.shared()
             .send_queue_wait_limit_ms
             .store(limit_ms, Ordering::Relaxed);
+    }
+
+    /// Sets one of [`LIVE_STORE_KEYS`](crate::config::LIVE_STORE_KEYS) while the store runs;
+    /// the stages read it on their next use. `Ok(false)`: a key fixed when the store opened.
+    pub fn set_live_setting(&self, key: &str, value: &str) -> Result<bool, ConfigValueError> {
+        self.shared().live.apply(key, value)
+    }
+
+    /// The live settings as they are now.
+    pub fn live_settings(&self) -> &LiveStoreSettings {
+        &self.shared().live
     }
 
     /// Blocking convenience over [`put`](Self::put) (tests, tools; never on a network core).

@@ -3,7 +3,7 @@
 //! key. Readers only look at published state in `Shared`; they never wait on a stage.
 
 use crate::commit_log::CommitLog;
-use crate::config::StoreConfig;
+use crate::config::{LiveStoreSettings, StoreConfig};
 use crate::consume_queue::{ConsumeQueue, CqUnit, CQ_UNIT_SIZE};
 use crate::mapped_file::MappedFile;
 use crate::shared::Shared;
@@ -310,9 +310,10 @@ impl<'a> QueueRead<'a> {
 
     /// Whether the record of `unit` would exceed this read's count or byte limits.
     fn is_full(&self, unit: &CqUnit) -> bool {
-        let in_mem = (self.log_max - unit.commit_log_offset) as u64 <= self.shared.mem_limit_bytes;
+        let in_mem =
+            (self.log_max - unit.commit_log_offset) as u64 <= self.shared.mem_limit_bytes();
         batch_full(
-            &self.shared.config,
+            &self.shared.live,
             unit.size as usize,
             self.limits.max_msg_nums,
             self.limits.max_pull_bytes,
@@ -361,7 +362,7 @@ impl<'a> QueueRead<'a> {
 
     fn finish(mut self) -> GetMessageResult {
         self.res.suggest_pulling_from_slave =
-            (self.log_max - self.max_phy_pulling) as u64 > self.shared.mem_limit_bytes;
+            (self.log_max - self.max_phy_pulling) as u64 > self.shared.mem_limit_bytes();
         self.res.file_spans = self.spans.spans;
         self.res
     }
@@ -421,7 +422,7 @@ impl FileSpans {
 }
 
 fn batch_full(
-    cfg: &StoreConfig,
+    live: &LiveStoreSettings,
     size: usize,
     max_msg_nums: usize,
     max_pull: usize,
@@ -435,16 +436,12 @@ fn batch_full(
     if count + 1 > max_msg_nums || total + size > max_pull {
         return true;
     }
-    if in_mem {
-        total + size > cfg.max_transfer_bytes_on_message_in_memory
-            || count
-                > cfg
-                    .max_transfer_count_on_message_in_memory
-                    .saturating_sub(1)
+    let (max_bytes, max_count) = if in_mem {
+        live.max_transfer_in_memory()
     } else {
-        total + size > cfg.max_transfer_bytes_on_message_in_disk
-            || count > cfg.max_transfer_count_on_message_in_disk.saturating_sub(1)
-    }
+        live.max_transfer_in_disk()
+    };
+    total + size > max_bytes || count > max_count.saturating_sub(1)
 }
 
 #[cfg(test)]

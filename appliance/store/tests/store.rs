@@ -1908,5 +1908,7 @@ fn a_segment_whose_unlink_failed_is_deleted_again_later() {
 
 #[path = "store/faults.rs"]
 mod faults;
+#[path = "store/live_settings.rs"]
+mod live_settings;
 #[path = "store/replication.rs"]
 mod replication;

@@ -115,9 +115,31 @@ pub fn process(
         C::GetAllConsumerOffset => ok_body(request, ctx.offsets.encode()),
         C::GetAllDelayOffset => ok_body(request, ctx.delay_offsets.encode()),
         C::GetBrokerHaStatus => ok_body(request, ha_runtime_info(ctx).to_string()),
+        C::GetTimerCheckPoint => get_timer_check_point(ctx, request),
+        C::GetTimerMetrics => get_timer_metrics(ctx, request),
         _ => return None,
     };
     Some(handled)
+}
+
+/// GET_TIMER_CHECK_POINT: the timer checkpoint's seven big-endian longs, as of its last flush.
+pub fn get_timer_check_point(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
+    match ctx.timer.get() {
+        Some(timer) => ok_body(request, timer.checkpoint_bytes()),
+        None => fail(request, ResponseCode::SystemError, "The checkpoint is null"),
+    }
+}
+
+/// GET_TIMER_METRICS: the `timermetrics` JSON (waiting messages per real topic).
+pub fn get_timer_metrics(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
+    match ctx.timer.get() {
+        Some(timer) => ok_body(request, timer.metrics_json()),
+        None => fail(
+            request,
+            ResponseCode::SystemError,
+            "The timer message store is null",
+        ),
+    }
 }
 
 fn ok(request: &RemotingCommand) -> Reply {
@@ -976,6 +998,7 @@ pub fn update_broker_config(ctx: &BrokerContext, request: &RemotingCommand, call
             // The store enforces the send-queue wait itself; hand it the new limit.
             ctx.store
                 .set_send_queue_wait_limit_ms(ctx.live.send_queue_wait_limit_ms());
+            crate::live_config::push_to_store(&report, ctx.store.as_ref());
             request
                 .response_to(ResponseCode::Success.code(), Some(report.remark()))
                 .into()

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// Size of the checkpoint file (one OS page, as upstream maps it).
 pub const CHECKPOINT_SIZE_BYTES: usize = 4096;
+/// The seven fields at the start of the page (also GET_TIMER_CHECK_POINT's body).
+pub const CHECKPOINT_FIELDS_BYTES: usize = 56;
 
 /// The checkpoint's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -62,6 +62,14 @@ impl TimerMetrics {
         self.dirty = true;
     }
 
+    /// Every topic's count, by topic name.
+    pub fn counts(&self) -> Vec<(String, i64)> {
+        self.timing_count
+            .iter()
+            .map(|(topic, (count, _))| (topic.clone(), *count))
+            .collect()
+    }
+
     pub fn count(&self, topic: &str) -> i64 {
         self.timing_count.get(topic).map_or(0, |e| e.0)
     }

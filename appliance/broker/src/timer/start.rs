@@ -15,7 +15,13 @@ pub fn start_for_broker(ctx: &Arc<crate::context::BrokerContext>) {
     let cfg = TimerConfig::from_broker(&ctx.config);
     match TimerMessageStore::open(cfg, ctx.store.clone(), Arc::new(SystemClock)) {
         Ok(s) => match s.start() {
-            Ok(()) => ctx.timer.set(s),
+            Ok(()) => {
+                ctx.timer.set(s);
+                let broker = Arc::downgrade(ctx);
+                ctx.metrics.set_timer_probe(Box::new(move || {
+                    broker.upgrade()?.timer.get().map(|s| s.gauges())
+                }));
+            }
             Err(e) => tracing::error!("timer message store not started: {e}"),
         },
         Err(e) => tracing::error!("timer message store not opened: {e}"),
