@@ -538,11 +538,15 @@ impl StoreConfig {
 /// reads each of them on every use, so `updateBrokerConfig` applies them at once. Every other
 /// store key is fixed when the store opens (sizes, paths, stage layout, the retention
 /// schedule's `cleanResourceInterval`, which upstream also reads only when it schedules).
+/// Shortest housekeeping period honoured.
+pub const MIN_HOUSEKEEPING_TICK_MS: u64 = 10;
+
 pub const LIVE_STORE_KEYS: &[&str] = &[
     "syncFlushTimeout",
     "flushIntervalCommitLog",
     "flushCommitLogLeastPages",
     "flushCommitLogThoroughInterval",
+    "flushIntervalConsumeQueue",
     "maxMessageSize",
     "osPageCacheBusyTimeOutMills",
     "fileReservedTime",
@@ -566,6 +570,8 @@ pub struct LiveStoreSettings {
     flush_interval_commit_log_ms: AtomicU64,
     flush_commit_log_least_pages: AtomicU32,
     flush_commit_log_thorough_interval_ms: AtomicU64,
+    /// The housekeeping period: ConsumeQueues, index and checkpoint are flushed each tick.
+    flush_interval_consume_queue_ms: AtomicU64,
     max_message_size_bytes: AtomicUsize,
     os_page_cache_busy_timeout_ms: AtomicU64,
     file_reserved_time_hours: AtomicU32,
@@ -598,6 +604,7 @@ impl LiveStoreSettings {
             flush_interval_commit_log_ms: AtomicU64::new(0),
             flush_commit_log_least_pages: AtomicU32::new(0),
             flush_commit_log_thorough_interval_ms: AtomicU64::new(0),
+            flush_interval_consume_queue_ms: AtomicU64::new(0),
             max_message_size_bytes: AtomicUsize::new(0),
             os_page_cache_busy_timeout_ms: AtomicU64::new(0),
             file_reserved_time_hours: AtomicU32::new(0),
@@ -644,6 +651,9 @@ impl LiveStoreSettings {
             "flushCommitLogThoroughInterval" => self
                 .flush_commit_log_thorough_interval_ms
                 .store(c.flush_commit_log_thorough_interval_ms, r),
+            "flushIntervalConsumeQueue" => self
+                .flush_interval_consume_queue_ms
+                .store(c.flush_interval_consume_queue_ms, r),
             "maxMessageSize" => self.max_message_size_bytes.store(c.max_message_size, r),
             "osPageCacheBusyTimeOutMills" => self
                 .os_page_cache_busy_timeout_ms
@@ -694,6 +704,13 @@ impl LiveStoreSettings {
     pub fn flush_commit_log_thorough_interval_ms(&self) -> u64 {
         self.flush_commit_log_thorough_interval_ms
             .load(Ordering::Relaxed)
+    }
+    /// ConsumeQueue/index/checkpoint flush period, at least 10 ms (a smaller value would
+    /// spin the housekeeping thread).
+    pub fn flush_interval_consume_queue_ms(&self) -> u64 {
+        self.flush_interval_consume_queue_ms
+            .load(Ordering::Relaxed)
+            .max(MIN_HOUSEKEEPING_TICK_MS)
     }
     pub fn max_message_size_bytes(&self) -> usize {
         self.max_message_size_bytes.load(Ordering::Relaxed)

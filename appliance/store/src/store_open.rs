@@ -35,8 +35,6 @@ use std::time::{Duration, Instant};
 
 /// Bound of the append → flush queue (batches of waiters; each batch is one append batch).
 const FLUSH_QUEUE_BOUND: usize = 4096;
-/// Housekeeping tick: CQ/index flush and checkpoint (upstream flushes the checkpoint every 1 s).
-const HOUSEKEEPING_TICK_MS: u64 = 1000;
 /// Longest shutdown waits for dispatch to catch up (upstream 5 s).
 const SHUTDOWN_REPUT_WAIT_MS: u64 = 5000;
 /// How long `open` retries a held `lock` file before reporting `Locked`.
@@ -349,9 +347,10 @@ fn start_housekeeping(
     let s = Arc::clone(shared);
     let cp = Arc::clone(checkpoint);
     let h = spawn("ringmq-housekeeping", move || {
-        while let Err(mpsc::RecvTimeoutError::Timeout) =
-            stop_rx.recv_timeout(Duration::from_millis(HOUSEKEEPING_TICK_MS))
-        {
+        // `flushIntervalConsumeQueue`, read each tick so an update applies at once.
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(
+            Duration::from_millis(s.live.flush_interval_consume_queue_ms()),
+        ) {
             s.flush_logics_and_checkpoint(&cp);
             s.refusals.flush();
         }

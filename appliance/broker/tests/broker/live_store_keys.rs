@@ -49,6 +49,7 @@ fn assert_store_has_updated_values(store: &MessageStore, when: &str) {
     assert_eq!(live.flush_interval_commit_log_ms(), 777, "{when}");
     assert_eq!(live.flush_commit_log_least_pages(), 9, "{when}");
     assert_eq!(live.flush_commit_log_thorough_interval_ms(), 4321, "{when}");
+    assert_eq!(live.flush_interval_consume_queue_ms(), 250, "{when}");
     assert_eq!(live.sync_flush_timeout_ms(), 1234, "{when}");
     assert_eq!(live.os_page_cache_busy_timeout_ms(), 2500, "{when}");
     assert_eq!(live.file_reserved_time_hours(), 5, "{when}");
@@ -61,7 +62,7 @@ fn assert_store_has_updated_values(store: &MessageStore, when: &str) {
 }
 
 const UPDATE: &str = "maxMessageSize=4194304\nflushIntervalCommitLog=777\n\
-    flushCommitLogLeastPages=9\nflushCommitLogThoroughInterval=4321\nsyncFlushTimeout=1234\n\
+    flushCommitLogLeastPages=9\nflushCommitLogThoroughInterval=4321\nflushIntervalConsumeQueue=250\nsyncFlushTimeout=1234\n\
     osPageCacheBusyTimeOutMills=2500\nfileReservedTime=5\ndeleteWhen=01;13\n\
     diskMaxUsedSpaceRatio=60\ndiskSpaceWarningLevelRatio=80\ndiskSpaceCleanForciblyRatio=70\n\
     maxTransferCountOnMessageInMemory=3\n";

@@ -86,6 +86,7 @@ fn flush_retention_and_busy_settings_read_back_changed() {
         ("flushIntervalCommitLog", "777"),
         ("flushCommitLogLeastPages", "9"),
         ("flushCommitLogThoroughInterval", "4321"),
+        ("flushIntervalConsumeQueue", "250"),
         ("osPageCacheBusyTimeOutMills", "2500"),
         ("fileReservedTime", "5"),
         ("deleteWhen", "01;13"),
@@ -100,6 +101,7 @@ fn flush_retention_and_busy_settings_read_back_changed() {
     assert_eq!(live.flush_interval_commit_log_ms(), 777);
     assert_eq!(live.flush_commit_log_least_pages(), 9);
     assert_eq!(live.flush_commit_log_thorough_interval_ms(), 4321);
+    assert_eq!(live.flush_interval_consume_queue_ms(), 250);
     assert_eq!(live.os_page_cache_busy_timeout_ms(), 2500);
     assert_eq!(live.file_reserved_time_hours(), 5);
     assert!(live.is_delete_hour(13) && live.is_delete_hour(1) && !live.is_delete_hour(4));
