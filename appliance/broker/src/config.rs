@@ -15,39 +15,9 @@ use ringmq_runtime::server::ServerTuning;
 
 use crate::config_keys::{self, DefaultKind};
 
-/// Replication role (`brokerRole`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BrokerRole {
-    AsyncMaster,
-    SyncMaster,
-    Slave,
-}
-
-impl BrokerRole {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::AsyncMaster => "ASYNC_MASTER",
-            Self::SyncMaster => "SYNC_MASTER",
-            Self::Slave => "SLAVE",
-        }
-    }
-}
-
-/// When a send is acknowledged relative to fsync (`flushDiskType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushDiskType {
-    AsyncFlush,
-    SyncFlush,
-}
-
-impl FlushDiskType {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::AsyncFlush => "ASYNC_FLUSH",
-            Self::SyncFlush => "SYNC_FLUSH",
-        }
-    }
-}
+/// `brokerRole` and `flushDiskType` are the store's types: the broker parses and prints
+/// them (`ConfigValue` below) and hands them to the store unchanged.
+pub use ringmq_store::config::{BrokerRole, FlushDiskType};
 
 /// A value type a config key can hold: parsed from and printed to properties text.
 trait ConfigValue: Sized {

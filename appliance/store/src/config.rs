@@ -16,6 +16,16 @@ pub enum FlushDiskType {
     AsyncFlush,
 }
 
+impl FlushDiskType {
+    /// The upstream key value.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushDiskType::SyncFlush => "SYNC_FLUSH",
+            FlushDiskType::AsyncFlush => "ASYNC_FLUSH",
+        }
+    }
+}
+
 /// How CommitLog bytes reach the disk (`ringmq.writeMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {
