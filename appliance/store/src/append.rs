@@ -930,7 +930,7 @@ impl Drop for AppendStage {
 }
 
 /// The message a panic carried, for the log line.
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
         .downcast_ref::<&str>()
         .copied()

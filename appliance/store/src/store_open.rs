@@ -399,11 +399,7 @@ fn guard_stage(name: &str, shared: &Shared, run: impl FnOnce()) {
     let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
         return;
     };
-    let cause = panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message");
+    let cause = crate::append::panic_text(panic.as_ref());
     tracing::error!(
         stage = name,
         "the {name} stage stopped on a panic ({cause}); the store refuses puts \
