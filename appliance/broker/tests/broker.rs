@@ -710,7 +710,14 @@ fn delete_expired_commit_log_deletes_outside_delete_when() {
         cfg.apply(k, v, &mut notes);
     }
     assert!(notes.is_empty(), "{notes:?}");
-    let broker = Broker::start(cfg).expect("broker starts");
+    // The host's real disk usage must not decide this test: above the clean-forcibly
+    // ratio (clamped to at most 85%) expired files go at any hour, as upstream does.
+    let mut sc = ringmq_broker::disk_store::store_config(&cfg).expect("store config");
+    sc.retention_probe =
+        ringmq_store::config::RetentionProbe::default().with_disk_usage(|_| Some(10));
+    let store: std::sync::Arc<dyn ringmq_store::StoreApi> =
+        std::sync::Arc::new(ringmq_store::MessageStore::open(sc).expect("store opens"));
+    let broker = Broker::start_with_store(cfg, Some(store)).expect("broker starts");
     let mut c = Client::connect(broker.local_addr());
     let body = vec![b'r'; 128 * 1024];
     // 48 x 128 KiB fills the first 4 MiB segment and starts the second.

@@ -27,7 +27,12 @@ fn config_from_file(path: &Path) -> BrokerConfig {
 /// values it runs with.
 fn start(conf_path: &Path) -> (Broker, Arc<MessageStore>) {
     let cfg = config_from_file(conf_path);
-    let store = Arc::new(ringmq_broker::disk_store::open(&cfg).expect("store opens"));
+    // The ratios set below sit under many hosts' real disk usage; a fixed usage keeps
+    // retention from refusing writes or deleting files in the middle of the test.
+    let mut sc = ringmq_broker::disk_store::store_config(&cfg).expect("store config");
+    sc.retention_probe =
+        ringmq_store::config::RetentionProbe::default().with_disk_usage(|_| Some(10));
+    let store = Arc::new(MessageStore::open(sc).expect("store opens"));
     let api: Arc<dyn StoreApi> = store.clone();
     let broker = Broker::start_with_store(cfg, Some(api)).expect("broker starts");
     (broker, store)
