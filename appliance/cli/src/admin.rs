@@ -17,6 +17,7 @@ mod cluster;
 mod ctx;
 mod fmt;
 mod group;
+mod ha;
 mod message;
 mod namesrv;
 mod out;
@@ -36,6 +37,7 @@ fn commands() -> Vec<&'static Cmd> {
         cluster::COMMANDS,
         broker::COMMANDS,
         group::COMMANDS,
+        ha::COMMANDS,
         message::COMMANDS,
         namesrv::COMMANDS,
         stats::COMMANDS,
@@ -71,6 +73,7 @@ async fn dispatch(name: &str, ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
         "cleanUnusedTopic" => broker::clean_unused_topic(ctx, m, out).await,
         "deleteExpiredCommitLog" => broker::delete_expired_commit_log(ctx, m, out).await,
         "brokerConsumeStats" => broker::broker_consume_stats(ctx, m, out).await,
+        "haStatus" => ha::ha_status(ctx, m, out).await,
         "updateSubGroup" => group::update_sub_group(ctx, m, out).await,
         "deleteSubGroup" => group::delete_sub_group(ctx, m, out).await,
         "consumerProgress" => group::consumer_progress(ctx, m, out).await,
@@ -227,6 +230,7 @@ mod tests {
             "cleanUnusedTopic",
             "deleteExpiredCommitLog",
             "brokerConsumeStats",
+            "haStatus",
         ] {
             assert!(find(n).is_some(), "{n} missing");
         }

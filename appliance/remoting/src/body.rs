@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod consumer;
+pub mod ha;
 pub mod heartbeat;
 pub mod kv;
 pub mod register;

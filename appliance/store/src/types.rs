@@ -327,6 +327,8 @@ pub struct HaSlaveStatus {
     pub ack_offset: i64,
     /// Within `haMaxGapNotInSync` of the master's max offset.
     pub in_sync: bool,
+    /// The offset the transfer to this slave started from.
+    pub transfer_from_where: i64,
 }
 
 /// Replication as this broker's store sees it (brokerStatus, clusterList, pull routing).

@@ -402,6 +402,58 @@ fn wait_replicating(set: &ReplicaSet, topic: &str) -> Vec<Sent> {
     probes
 }
 
+/// `ringmq admin <args>` against the replica set's namesrv: its stdout, or why it failed.
+fn admin(set: &ReplicaSet, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(ringmq_tests::ringmq_bin())
+        .arg("admin")
+        .args(args)
+        .args(["-n", &set.namesrv.addr])
+        .output()
+        .map_err(|e| format!("run ringmq admin: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{args:?}: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Waits until `admin haStatus` on the cluster's master reports `slaves` slaves, each
+/// `OK` and 0 bytes behind when `caught_up`.
+fn wait_ha_status(set: &ReplicaSet, slaves: usize, caught_up: bool) -> String {
+    let mut text = String::new();
+    wait_until(
+        &format!("haStatus shows {slaves} slave(s)"),
+        Duration::from_secs(20),
+        SHORT,
+        || {
+            text = admin(set, &["haStatus", "-c", &set.cluster])?;
+            let rows: Vec<&str> = text
+                .lines()
+                .skip_while(|l| !l.starts_with("#SlaveAddr"))
+                .skip(1)
+                .collect();
+            let ok = text.contains(&format!("#SlaveNum\t{slaves}\n"))
+                && rows.len() == slaves
+                && (!caught_up
+                    || rows.iter().all(|r| {
+                        let cols: Vec<&str> = r.split_whitespace().collect();
+                        cols.get(2) == Some(&"0") && cols.get(4) == Some(&"OK")
+                    }));
+            if ok {
+                Ok(())
+            } else {
+                Err(text.clone())
+            }
+        },
+    );
+    text
+}
+
 fn ok_sends(all: &[Sent]) -> Vec<&Sent> {
     all.iter()
         .filter(|s| s.status == Some(SendStatus::SendOk))
@@ -435,6 +487,18 @@ fn sync_master_acks_only_what_the_slave_holds_across_a_slave_kill() {
     assert_slave_holds(&master_store, &slave_store, &acked, "slave up");
     let end = end_of(&master_store, &acked);
     assert_ranges_identical(&master_store, &slave_store, 0, end);
+    // The operator's view: both replicas in clusterList, the slave caught up in haStatus.
+    let listed = admin(&set, &["clusterList", "-c", &set.cluster]).expect("clusterList");
+    for id in ["0", "1"] {
+        assert!(
+            listed.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.get(1) == Some(&set.broker_name.as_str()) && cols.get(2) == Some(&id)
+            }),
+            "clusterList lists broker id {id}:\n{listed}"
+        );
+    }
+    wait_ha_status(&set, 1, true);
     let pulled = pull_all_from(
         &set.slave(1).addr(),
         &set.broker_name,
@@ -486,6 +550,7 @@ fn sync_master_acks_only_what_the_slave_holds_across_a_slave_kill() {
             .map(|s| format!("{:?}", s.status))
             .collect::<BTreeSet<_>>()
     );
+    wait_ha_status(&set, 0, false);
     // What the killed slave's files hold is what it held when it died.
     assert_slave_holds(&master_store, &slave_store, &acked2, "slave killed");
 

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 use ringmq_remoting::body::consumer::{MessageQueue, ResetOffsetBody};
+use ringmq_remoting::body::ha::{HaClientRuntimeInfo, HaConnectionRuntimeInfo, HaRuntimeInfo};
 use ringmq_remoting::body::kv::{KvTable, Properties};
 use ringmq_remoting::body::stats::{ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable};
 use ringmq_remoting::body::subscription::SubscriptionGroupConfig;
@@ -114,7 +115,7 @@ pub fn process(
         C::GetBrokerConsumeStats => get_broker_consume_stats(ctx, request),
         C::GetAllConsumerOffset => ok_body(request, ctx.offsets.encode()),
         C::GetAllDelayOffset => ok_body(request, ctx.delay_offsets.encode()),
-        C::GetBrokerHaStatus => ok_body(request, ha_runtime_info(ctx).to_string()),
+        C::GetBrokerHaStatus => ok_body(request, ha_runtime_info(ctx).encode()),
         C::GetTimerCheckPoint => get_timer_check_point(ctx, request),
         C::GetTimerMetrics => get_timer_metrics(ctx, request),
         _ => return None,
@@ -701,49 +702,43 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     KvTable { table: t }
 }
 
-/// GET_BROKER_HA_STATUS (907): upstream's `HARuntimeInfo` JSON. A master lists its
-/// connected slaves with their acknowledged offset and lag (`diff`); a slave names the
-/// master HA address it replicates from and its CommitLog max offset. Counters the store
-/// does not keep (bytes per second, timestamps, the transfer start) read 0.
-pub fn ha_runtime_info(ctx: &BrokerContext) -> serde_json::Value {
+/// GET_BROKER_HA_STATUS (907): upstream's `HARuntimeInfo`. A master lists its connected
+/// slaves with their acknowledged offset, lag (`diff`) and transfer start; a slave names
+/// the master HA address it replicates from and its CommitLog max offset. Counters the
+/// store does not keep (bytes per second, read/write timestamps) read 0.
+pub fn ha_runtime_info(ctx: &BrokerContext) -> HaRuntimeInfo {
     let ha = ctx.store.ha_status();
     let max_offset = ctx.store.commit_log_max_offset();
-    let is_master = ctx.config.is_master();
-    let connections: Vec<serde_json::Value> = if is_master {
-        ha.slaves
+    if ctx.config.is_master() {
+        let connections: Vec<HaConnectionRuntimeInfo> = ha
+            .slaves
             .iter()
-            .map(|s| {
-                serde_json::json!({
-                    "addr": s.addr,
-                    "diff": max_offset - s.ack_offset,
-                    "inSync": s.in_sync,
-                    "slaveAckOffset": s.ack_offset,
-                    "transferFromWhere": 0,
-                    "transferredByteInSecond": 0,
-                })
+            .map(|s| HaConnectionRuntimeInfo {
+                addr: s.addr.clone(),
+                slave_ack_offset: s.ack_offset,
+                diff: max_offset - s.ack_offset,
+                in_sync: s.in_sync,
+                transferred_byte_in_second: 0,
+                transfer_from_where: s.transfer_from_where,
             })
-            .collect()
+            .collect();
+        HaRuntimeInfo {
+            master: true,
+            master_commit_log_max_offset: max_offset,
+            in_sync_slave_nums: connections.iter().filter(|c| c.in_sync).count() as i32,
+            ha_connection_info: connections,
+            ha_client_runtime_info: HaClientRuntimeInfo::default(),
+        }
     } else {
-        Vec::new()
-    };
-    let mut client = serde_json::json!({
-        "lastReadTimestamp": 0,
-        "lastWriteTimestamp": 0,
-        "masterFlushOffset": 0,
-        "maxOffset": if is_master { 0 } else { max_offset },
-        "transferredByteInSecond": 0,
-    });
-    if let (false, Some(addr)) = (is_master, ha.master_addr) {
-        client["masterAddr"] = serde_json::Value::String(addr);
+        HaRuntimeInfo {
+            ha_client_runtime_info: HaClientRuntimeInfo {
+                master_addr: ha.master_addr,
+                max_offset,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
     }
-    let in_sync = connections.iter().filter(|c| c["inSync"] == true).count();
-    serde_json::json!({
-        "haClientRuntimeInfo": client,
-        "haConnectionInfo": connections,
-        "inSyncSlaveNums": in_sync,
-        "master": is_master,
-        "masterCommitLogMaxOffset": if is_master { max_offset } else { 0 },
-    })
 }
 
 /// GET_TOPIC_STATS_INFO (202).

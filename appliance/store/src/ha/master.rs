@@ -73,6 +73,8 @@ struct Conn {
     ack_offset: Option<u64>,
     /// Next CommitLog byte to send (set by the first report).
     next_offset: Option<u64>,
+    /// Where the transfer to this slave started (`transferFromWhere`).
+    transfer_from: u64,
     header: [u8; FRAME_HEADER_SIZE_BYTES],
     header_sent: usize,
     body_left: u64,
@@ -94,6 +96,7 @@ impl Conn {
             reports: ReportDecoder::default(),
             ack_offset: None,
             next_offset: None,
+            transfer_from: 0,
             header: [0; FRAME_HEADER_SIZE_BYTES],
             header_sent: FRAME_HEADER_SIZE_BYTES,
             body_left: 0,
@@ -310,6 +313,7 @@ impl MasterStage {
             };
             tracing::info!(slave = c.addr, reported, start, "HA transfer starts");
             c.next_offset = Some(start);
+            c.transfer_from = start;
         }
         c.ack_offset = Some(reported);
         self.shared
@@ -333,6 +337,7 @@ impl MasterStage {
                     addr: c.addr.clone(),
                     ack_offset: ack as i64,
                     in_sync: c.ack_offset.is_some() && max.saturating_sub(ack) < gap,
+                    transfer_from_where: c.transfer_from as i64,
                 }
             })
             .collect();
