@@ -15,6 +15,7 @@ import struct
 
 GET_BROKER_RUNTIME_INFO = 28
 GET_ROUTEINFO_BY_TOPIC = 105
+GET_BROKER_HA_STATUS = 907
 SUCCESS = 0
 
 
@@ -144,3 +145,12 @@ def runtime_info(broker, timeout=3.0):
         raise RemotingError("GET_BROKER_RUNTIME_INFO answered code %s: %s"
                             % (header.get("code"), header.get("remark")))
     return parse_kvtable(body)
+
+
+def ha_status(broker, timeout=1.0):
+    """GET_BROKER_HA_STATUS (HARuntimeInfo) as a dict, or raises RemotingError/OSError."""
+    header, body = call(broker, GET_BROKER_HA_STATUS, timeout=timeout)
+    if header.get("code") != SUCCESS:
+        raise RemotingError("GET_BROKER_HA_STATUS answered code %s: %s"
+                            % (header.get("code"), header.get("remark")))
+    return json.loads(body.decode("utf-8"))

@@ -332,6 +332,9 @@ def summarize_cell(cell, size, disk):
         "rss_file_mib": run.get("rss_file_mib"),
         "threads": run.get("threads", []),
         "lock_hold": run.get("lock_hold"),
+        "replication": run.get("replication"),
+        "ha_cpu_us_per_mib": run.get("ha_cpu_us_per_mib"),
+        "paced": run.get("paced"),
         "runs": len([r for r in cell.get("runs", []) if r.get("bench")]),
         "tps_all": [round(r["bench"]["tps"]) for r in cell.get("runs", []) if r.get("bench")],
     })
@@ -339,18 +342,78 @@ def summarize_cell(cell, size, disk):
 
 
 def mode_ratios(rows):
-    """Cross-mode ratios from one run: SYNC/ASYNC per write mode, direct/mmap per flush."""
-    by = {(r.get("flush"), r.get("write_mode")): r for r in rows if r.get("tps")}
+    """Cross-mode ratios from one run: SYNC/ASYNC per write mode, SYNC_MASTER/ASYNC_MASTER,
+    direct/mmap per flush."""
+    # The replication cells share a flush type and write mode with a base cell: keep
+    # them out of the base comparison.
+    by = {(r.get("flush"), r.get("write_mode")): r for r in rows
+          if r.get("tps") and "+" not in r["name"]}
     out = []
     for wm in ("mmap", "direct"):
         s, a = by.get(("SYNC_FLUSH", wm)), by.get(("ASYNC_FLUSH", wm))
         if s and a:
-            out.append(("SYNC_FLUSH / ASYNC_FLUSH (%s)" % wm, ratio(s["tps"], a["tps"]), 0.5))
+            out.append(("SYNC_FLUSH / ASYNC_FLUSH (%s)" % wm, ratio(s["tps"], a["tps"]), 0.8))
+    names = {r["name"]: r for r in rows if r.get("tps")}
+    sm, am = names.get("ASYNC_FLUSH/mmap+SYNC_MASTER"), names.get("ASYNC_FLUSH/mmap+ASYNC_MASTER")
+    if sm and am:
+        out.append(("SYNC_MASTER / ASYNC_MASTER (ASYNC_FLUSH, mmap)",
+                    ratio(sm["tps"], am["tps"]), 0.5))
     for fl in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         d, m = by.get((fl, "direct")), by.get((fl, "mmap"))
         if d and m:
             out.append(("direct / mmap (%s)" % fl, ratio(d["tps"], m["tps"]), None))
     return out
+
+
+def percentile(values, q):
+    """Nearest-rank percentile of a non-empty list (q in 0..100)."""
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(q / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]
+
+
+def replication_lag(samples):
+    """Replication lag from HA-status samples [(t_secs, master_max_offset, diff_bytes)] in
+    time order, where diff_bytes is the slowest slave's distance behind the master.
+
+    Bytes behind come straight from the samples. Time behind is how long before a sample
+    the master's CommitLog had reached the offset that slave acknowledges (the master's
+    max offset is linear between samples): the age of the newest byte the slave holds.
+    Samples whose acknowledged offset predates the first sample have no time lag."""
+    if not samples:
+        return None
+    diffs = [d for _, _, d in samples]
+    lags_ms = []
+    for i, (t, master_max, d) in enumerate(samples):
+        if d <= 0:
+            lags_ms.append(0.0)
+            continue
+        ack = master_max - d
+        reach = None
+        for j in range(i, 0, -1):
+            t0, m0, _ = samples[j - 1]
+            t1, m1, _ = samples[j]
+            if m0 <= ack <= m1:
+                reach = t1 if m1 == m0 else t0 + (ack - m0) / float(m1 - m0) * (t1 - t0)
+                break
+        if reach is not None:
+            lags_ms.append((t - reach) * 1000.0)
+    out = {"samples": len(samples),
+           "diff_bytes_p50": percentile(diffs, 50), "diff_bytes_p99": percentile(diffs, 99),
+           "diff_bytes_max": max(diffs)}
+    if lags_ms:
+        out.update({"lag_ms_p50": percentile(lags_ms, 50), "lag_ms_p99": percentile(lags_ms, 99),
+                    "lag_ms_max": max(lags_ms), "lag_samples": len(lags_ms)})
+    return out
+
+
+def thread_cpu_secs(before, after, clk_tck, prefix):
+    """CPU seconds used in a window by the threads whose name starts with `prefix`."""
+    total = 0
+    for tid, (comm, ticks) in after.items():
+        if comm.startswith(prefix):
+            total += ticks - before.get(tid, (comm, 0))[1]
+    return total / float(clk_tck)
 
 
 # ---------------------------------------------------------------- Markdown
@@ -363,6 +426,38 @@ def _f(v, fmt="%.0f", none="–"):
 
 def _pct(v):
     return "–" if v is None else "%.0f%%" % (v * 100)
+
+
+def _lag_text(lag):
+    if not lag:
+        return "no lag samples"
+    text = "slave behind by p50 %s / p99 %s / max %s KiB" % (
+        _f(lag["diff_bytes_p50"] / 1024.0, "%.1f"), _f(lag["diff_bytes_p99"] / 1024.0, "%.1f"),
+        _f(lag["diff_bytes_max"] / 1024.0, "%.1f"))
+    if lag.get("lag_ms_p99") is not None:
+        text += ", p50 %s / p99 %s / max %s ms" % (
+            _f(lag["lag_ms_p50"], "%.2f"), _f(lag["lag_ms_p99"], "%.2f"),
+            _f(lag["lag_ms_max"], "%.2f"))
+    return text
+
+
+def replication_lines(rows):
+    """One line per replication cell: lag at full load, lag at the paced rate, HA CPU."""
+    lines = []
+    for r in rows:
+        if r.get("replication") is None and r.get("paced") is None:
+            continue
+        parts = ["full load: %s" % _lag_text(r.get("replication"))]
+        paced = r.get("paced") or {}
+        if paced.get("tps"):
+            parts.append("paced at %s msg/s (%s achieved): %s" % (
+                _f(paced.get("rate")), _f(paced["tps"]), _lag_text(paced.get("replication"))))
+        elif paced.get("error"):
+            parts.append("paced run failed: %s" % paced["error"])
+        if r.get("ha_cpu_us_per_mib") is not None:
+            parts.append("HA sender %s µs CPU per MiB replicated" % _f(r["ha_cpu_us_per_mib"], "%.0f"))
+        lines.append("%s — %s" % (r["name"], "; ".join(parts)))
+    return lines
 
 
 def render_markdown(result):
@@ -431,6 +526,13 @@ def render_markdown(result):
                                         "" if goal is None else " (bar ≥ %.2f)" % goal))
         for line in bar:
             out.append("- " + line)
+        out.append("")
+    repl = replication_lines(rows)
+    if repl:
+        out.append("Replication (master and slave are separate processes on this machine; lag "
+                   "is sampled from the master's GET_BROKER_HA_STATUS every 20 ms):")
+        out.append("")
+        out.extend("- " + line for line in repl)
         out.append("")
     failed = ["%s %s" % (r["name"], _f(r["failures"])) for r in rows if r.get("failures")]
     if failed:

@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,8 +105,10 @@ def namesrv_conf(port, d):
                os.path.join(d, "namesrv", "namesrv.properties")))
 
 
-def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, name="bench"):
-    """broker.conf text with RocketMQ key names; `role` overrides the cell's (for the slave)."""
+def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, name="bench",
+                ha_master=None):
+    """broker.conf text with RocketMQ key names; `role` overrides the cell's (for the slave),
+    `ha_master` is the slave's haMasterAddress."""
     lines = [
         "brokerClusterName=ModesBench",
         "brokerName=%s" % name,
@@ -121,6 +124,10 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
         "brokerRole=%s" % (role or cell["role"]),
         "autoCreateTopicEnable=true",
     ]
+    if ha_master:
+        # Without it a slave learns the master's HA address from its registration answer,
+        # which names the master only once the master has registered (up to 30 s later).
+        lines.append("haMasterAddress=%s" % ha_master)
     if (role or cell["role"]) == "SYNC_MASTER":
         # RocketMQ 5 waits for a slave only when two replicas must hold a message
         # (spec features.md g.1: with inSyncReplicas=1 a SYNC_MASTER acks at once).
@@ -130,12 +137,15 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
     return "\n".join(lines) + "\n"
 
 
-def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC):
-    return [binary, "bench", "producer", "-n", namesrv, "-t", topic,
+def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=None):
+    argv = [binary, "bench", "producer", "-n", namesrv, "-t", topic,
             "-s", str(s["size"]), "-w", str(concurrency or s["concurrency"]),
             "-c", str(s["connections"]), "--threads", str(s["threads"]),
             "-d", str(int(secs)), "--send-mode", "sync", "--timeout-ms", "5000",
             "--quiet", "--json"]
+    if rate:
+        argv += ["-r", str(rate)]
+    return argv
 
 
 def cell_estimate_secs(s):
@@ -273,7 +283,8 @@ class Cluster:
             path = os.path.join(self.dir, "broker-%d.conf" % bid)
             with open(path, "w") as f:
                 f.write(broker_conf(self.cell, port, ns_port, os.path.join(self.dir, sub),
-                                    broker_id=bid, role=role))
+                                    broker_id=bid, role=role,
+                                    ha_master="127.0.0.1:%d" % self.ha_port if bid else None))
             p = Proc([self.binary, "broker", "-c", path],
                      os.path.join(self.logdir, "%s.broker%d.log" % (self.tag, bid)), env)
             self.procs.append(p)
@@ -286,6 +297,13 @@ class Cluster:
         # The bench auto-creates its topic from TBW102's route: wait for the registration.
         wait_until(lambda: remoting.route_code(self.namesrv, "TBW102") == remoting.SUCCESS,
                    40, "broker registration with the namesrv", self.broker.alive, step=0.25)
+
+    def slave_connected(self):
+        """True once the master reports a slave on its HA port."""
+        try:
+            return bool(remoting.ha_status(self.broker_addr).get("haConnectionInfo"))
+        except (OSError, remoting.RemotingError, ValueError):
+            return False
 
     def ha_listening(self):
         return remoting.probe("127.0.0.1:%d" % self.ha_port)
@@ -441,22 +459,62 @@ def safe_runtime_info(addr):
         return {}
 
 
-def measured_run(binary, cluster, s, concurrency=None, secs=None):
-    """One measured bench run with CPU, thread, log-offset and lock-hold sampling."""
+class LagSampler(threading.Thread):
+    """Samples the master's GET_BROKER_HA_STATUS every `period` seconds while a run goes:
+    (t, master max offset, the slowest slave's bytes behind). Bounded: at most
+    `max_samples` samples are kept."""
+
+    def __init__(self, master_addr, period=0.02, max_samples=100000):
+        super().__init__(daemon=True)
+        self.addr, self.period, self.max_samples = master_addr, period, max_samples
+        self.samples, self.errors = [], 0
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set() and len(self.samples) < self.max_samples:
+            t = time.monotonic()
+            try:
+                st = remoting.ha_status(self.addr)
+                conns = st.get("haConnectionInfo") or []
+                if st.get("master") and conns:
+                    diff = max(int(c.get("diff", 0)) for c in conns)
+                    self.samples.append((t, int(st.get("masterCommitLogMaxOffset", 0)), diff))
+            except (OSError, remoting.RemotingError, ValueError):
+                self.errors += 1
+            self._halt.wait(max(0.0, self.period - (time.monotonic() - t)))
+
+    def finish(self):
+        self._halt.set()
+        self.join(timeout=5)
+        return self.samples
+
+
+def measured_run(binary, cluster, s, concurrency=None, secs=None, rate=None):
+    """One measured bench run with CPU, thread, log-offset and lock-hold sampling (and
+    replication lag when the cell has a slave)."""
     secs = secs or s["measure_secs"]
     pid = cluster.broker.pid
     info0 = safe_runtime_info(cluster.broker_addr)
+    sampler = LagSampler(cluster.broker_addr) if cluster.slave is not None else None
+    if sampler:
+        sampler.start()
     dev = block_device(TMP_BASE)
     dw0, pw0, pr0 = device_written_bytes(dev), proc_write_bytes(pid), proc_io(pid, "read_bytes")
     ticks0, tasks0, mach0 = read_ticks(pid), read_tasks(pid), read_machine()
     w0 = time.monotonic()
     summary, stdout, stderr, client_cpu = run_bench(
-        bench_argv(binary, cluster.namesrv, s, secs, concurrency), timeout=secs + 60)
+        bench_argv(binary, cluster.namesrv, s, secs, concurrency, rate=rate), timeout=secs + 60)
     ticks1, tasks1, mach1 = read_ticks(pid), read_tasks(pid), read_machine()
+    samples = sampler.finish() if sampler else None
     wall = time.monotonic() - w0
     dw1, pw1, pr1 = device_written_bytes(dev), proc_write_bytes(pid), proc_io(pid, "read_bytes")
     info1 = safe_runtime_info(cluster.broker_addr)
     run = {"bench": summary, "concurrency": concurrency or s["concurrency"]}
+    if rate:
+        run["rate"] = rate
+    if sampler:
+        run["replication"] = report.replication_lag(samples)
+        run["ha_status_errors"] = sampler.errors
     if summary is None:
         run["error"] = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["?"])[-1]
         return run
@@ -477,6 +535,9 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
         run["log_mib_per_s"] = dlog / report.MIB / elapsed if dlog > 0 else None
     except ValueError:
         dlog, run["log_mib_per_s"] = 0, None
+    if sampler and dlog > 0:
+        ha_secs = report.thread_cpu_secs(tasks0, tasks1, CLK_TCK, "ringmq-ha")
+        run["ha_cpu_us_per_mib"] = ha_secs * 1e6 / (dlog / report.MIB)
     # What reached the device during the window (all writers on it, including writeback
     # of pages dirtied earlier): device bytes per CommitLog byte shows write amplification,
     # e.g. zero-filled pre-faulted segments being written back.
@@ -515,6 +576,23 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None):
 
 # ---------------------------------------------------------------- the matrix
 
+# Replication lag is judged at a fixed rate (the bar: p99 <= 5 ms at 50k msg/s under
+# ASYNC_MASTER), not at saturation, where the slave shares two cores with everything.
+PACED_RATE = 50000
+
+
+def paced_run(binary, cluster, s):
+    """A shorter run at PACED_RATE msg/s on the same cluster: throughput and lag only."""
+    secs = max(3, min(10, s["measure_secs"] // 2))
+    r = measured_run(binary, cluster, s, secs=secs, rate=PACED_RATE)
+    if not r.get("bench"):
+        return {"rate": PACED_RATE, "error": r.get("error")}
+    return {"rate": PACED_RATE, "secs": secs, "tps": r["bench"]["tps"],
+            "p99_ms": r["bench"]["p99_ms"], "failures": r["bench"]["failures"],
+            "replication": r.get("replication"),
+            "ha_cpu_us_per_mib": r.get("ha_cpu_us_per_mib")}
+
+
 def run_cell(binary, cell, s, logdir, tag, notes):
     """Fresh cluster, warm-up, one measured run. Returns a run dict (or one with error)."""
     try:
@@ -529,6 +607,10 @@ def run_cell(binary, cell, s, logdir, tag, notes):
             run = {"skip": "HA not available: nothing listens on haListenPort %d"
                    % cluster.ha_port}
             return run
+        if cell.get("slave"):
+            # Measuring before the slave attaches would time a master without a slave.
+            wait_until(cluster.slave_connected, 30, "the slave's HA connection",
+                       cluster.slave.alive, step=0.2)
         warm, _, werr, _ = run_bench(bench_argv(binary, cluster.namesrv, s, s["warmup_secs"]),
                                      timeout=s["warmup_secs"] + 60)
         if warm is None:
@@ -536,6 +618,8 @@ def run_cell(binary, cell, s, logdir, tag, notes):
             return run
         run = measured_run(binary, cluster, s)
         run["disk_probe"] = disk_probe
+        if cell.get("slave") and run.get("bench"):
+            run["paced"] = paced_run(binary, cluster, s)
         if cell["write_mode"] == "direct" and run.get("commitlog_fds") and \
                 not run.get("commitlog_direct_fds"):
             notes.append("%s: no commitlog fd of the broker had O_DIRECT during the run — "

@@ -144,6 +144,38 @@ class MathTests(unittest.TestCase):
         self.assertAlmostEqual(p["tps_ratio"], 2.0)
         self.assertAlmostEqual(p["p99_ratio"], 4.0)
 
+    def test_replication_lag(self):
+        # The master grows 1 MB per 10 ms. At t=0.03 the slave is 0.5 MB behind: it holds
+        # what the master had at t=0.025, 5 ms earlier.
+        samples = [(0.00, 0, 0), (0.01, 1_000_000, 0), (0.02, 2_000_000, 0),
+                   (0.03, 3_000_000, 500_000), (0.04, 4_000_000, 0)]
+        lag = report.replication_lag(samples)
+        self.assertEqual(lag["diff_bytes_max"], 500_000)
+        self.assertAlmostEqual(lag["lag_ms_max"], 5.0, places=6)
+        self.assertEqual(lag["lag_ms_p50"], 0.0)
+        # An acknowledged offset older than the first sample has no time lag.
+        lag = report.replication_lag([(0.0, 1000, 900), (0.01, 2000, 0)])
+        self.assertEqual(lag["lag_samples"], 1)
+        self.assertIsNone(report.replication_lag([]))
+
+    def test_replication_ratio_keeps_base_cells_apart(self):
+        rows = [{"name": "ASYNC_FLUSH/mmap", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+                 "tps": 100.0},
+                {"name": "SYNC_FLUSH/mmap", "flush": "SYNC_FLUSH", "write_mode": "mmap",
+                 "tps": 90.0},
+                {"name": "ASYNC_FLUSH/mmap+ASYNC_MASTER", "flush": "ASYNC_FLUSH",
+                 "write_mode": "mmap", "tps": 60.0},
+                {"name": "ASYNC_FLUSH/mmap+SYNC_MASTER", "flush": "ASYNC_FLUSH",
+                 "write_mode": "mmap", "tps": 30.0}]
+        got = dict((n, v) for n, v, _ in report.mode_ratios(rows))
+        self.assertAlmostEqual(got["SYNC_FLUSH / ASYNC_FLUSH (mmap)"], 0.9)
+        self.assertAlmostEqual(got["SYNC_MASTER / ASYNC_MASTER (ASYNC_FLUSH, mmap)"], 0.5)
+
+    def test_thread_cpu_secs_by_prefix(self):
+        before = {1: ("ringmq-ha", 10), 2: ("ringmq-append", 0)}
+        after = {1: ("ringmq-ha", 60), 2: ("ringmq-append", 500)}
+        self.assertAlmostEqual(report.thread_cpu_secs(before, after, 100, "ringmq-ha"), 0.5)
+
     def test_mode_ratios(self):
         rows = [report.summarize_cell(c, 1024, None) for c in fake_result()["cells"]]
         got = dict((n, v) for n, v, _ in report.mode_ratios(rows))
@@ -241,7 +273,7 @@ class RenderTests(unittest.TestCase):
         self.assertIn("| ASYNC_FLUSH/direct |", md)
         self.assertIn("n/a", md)                    # no lock-hold for the others
         self.assertIn("skipped", md)
-        self.assertIn("SYNC_FLUSH / ASYNC_FLUSH (mmap) = 0.50 (bar ≥ 0.50)", md)
+        self.assertIn("SYNC_FLUSH / ASYNC_FLUSH (mmap) = 0.50 (bar ≥ 0.80)", md)
         self.assertIn("ASYNC_FLUSH/mmap: msg/s ÷ 100k = 1.20", md)
         self.assertIn("38%", md)                    # 117.2 MiB/s of 310 MiB/s raw
         self.assertIn("| 512 KiB write + fdatasync loop | 68 MiB/s |", md)

@@ -32,7 +32,7 @@ use ringmq_client::admin::{Admin, BrokerStageProfile, StageDelta};
 use ringmq_client::blocking::block_on;
 use ringmq_client::consumer::{PullConsumer, PullConsumerConfig, PullOptions, PullStatus};
 use ringmq_client::error::{ClientError, Result};
-use ringmq_client::message::{now_ms, Message, MessageQueue};
+use ringmq_client::message::{now_ms, Message, MessageQueue, SendStatus};
 use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::transport::{ClientConfig, RemotingClient};
 
@@ -303,11 +303,17 @@ impl Stats {
     }
 
     fn fail(&self, e: &ClientError) {
-        *self
-            .failures
-            .borrow_mut()
-            .entry(e.kind_label())
-            .or_insert(0) += 1;
+        self.fail_label(&e.kind_label());
+    }
+
+    fn fail_label(&self, label: &str) {
+        let mut failures = self.failures.borrow_mut();
+        match failures.get_mut(label) {
+            Some(n) => *n += 1,
+            None => {
+                failures.insert(label.to_string(), 1);
+            }
+        }
     }
 
     fn take(&self, last: bool) -> Snapshot {
@@ -823,25 +829,32 @@ async fn send_loop(
             &template
         };
         let outcome = match args.send_mode {
-            SendMode::Sync => producer.send(msg).await.map(|_| ()),
+            SendMode::Sync => producer.send(msg).await.map(|r| r.status),
             SendMode::Async => {
                 // Callback style: the send runs as its own task; this loop only waits for
                 // its slot to free up, which is what bounds in-flight requests to `-w`.
                 let p = producer.clone();
                 let m = msg.clone();
-                match compio::runtime::spawn(async move { p.send(&m).await.map(|_| ()) }).await {
+                match compio::runtime::spawn(async move { p.send(&m).await.map(|r| r.status) })
+                    .await
+                {
                     Ok(r) => r,
                     Err(_) => Err(ClientError::Shutdown),
                 }
             }
-            SendMode::Oneway => producer.send_oneway(msg).await,
+            SendMode::Oneway => producer.send_oneway(msg).await.map(|()| SendStatus::SendOk),
             SendMode::Batch => {
                 let batch: Vec<Message> = (0..args.batch_size).map(|_| msg.clone()).collect();
-                producer.send_batch(&batch).await.map(|_| ())
+                producer.send_batch(&batch).await.map(|r| r.status)
             }
         };
         match outcome {
-            Ok(()) => stats.ok(per_request, per_request * body_len, intended.elapsed()),
+            Ok(SendStatus::SendOk) => {
+                stats.ok(per_request, per_request * body_len, intended.elapsed())
+            }
+            // Stored, but not as asked (no slave, a flush or slave timeout): a SYNC_FLUSH
+            // or SYNC_MASTER figure must not count these as acknowledged.
+            Ok(status) => stats.fail_label(status.name()),
             Err(e) => stats.fail(&e),
         }
     }

@@ -92,6 +92,16 @@ impl SendStatus {
             _ => None,
         }
     }
+
+    /// The status as the Java client names it (`SendStatus.name()`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SendOk => "SEND_OK",
+            Self::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            Self::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            Self::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        }
+    }
 }
 
 /// The outcome of a successful send.

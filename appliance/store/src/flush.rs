@@ -513,7 +513,9 @@ fn report_synced(
 }
 
 fn flush_mapped(shared: &Shared, from: u64, to: u64) -> Result<(), String> {
-    let mut off = from;
+    // Bytes below the CommitLog's first segment were deleted (by an operator: retention
+    // keeps unflushed segments); there is nothing left of them to sync.
+    let mut off = from.max(shared.log.min_offset().min(to));
     while off < to {
         let seg = shared
             .log

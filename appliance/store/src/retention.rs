@@ -6,8 +6,9 @@
 //! and index files that only point below the new CommitLog min offset. Runs on its own
 //! thread (`ringmq-clean`), so the pauses between deletions never hold up the checkpoint.
 //!
-//! Two deliberate differences from upstream: a segment the reput stage has not dispatched
-//! completely is never deleted (upstream would lose those messages' queue entries), and
+//! Three deliberate differences from upstream: a segment the reput stage has not dispatched
+//! completely is never deleted (upstream would lose those messages' queue entries), nor one
+//! the flush stage has not synced completely (its flush could then never finish), and
 //! there is no `destroyMapedFileIntervalForcibly`: unlinking never waits for readers here,
 //! because a mapping outlives its file (readers hold an `Arc` of the segment).
 
@@ -171,11 +172,17 @@ fn delete_expired_segments(
         if !expired && !force {
             break;
         }
-        // Never delete what the reput stage has not dispatched yet.
+        // Never delete what the reput stage has not dispatched yet, nor what the flush
+        // stage has not synced: deleting under it would stall every later flush.
         let end = f.from_offset() + f.size();
         let reput = shared.reput_offset.load(Ordering::Acquire);
         if end > reput {
             tracing::info!(path = %f.path().display(), reput_offset = reput, "expired CommitLog segment kept: not dispatched yet");
+            break;
+        }
+        let flushed = shared.log.flushed_offset();
+        if end > flushed {
+            tracing::info!(path = %f.path().display(), flushed_offset = flushed, "expired CommitLog segment kept: not flushed yet");
             break;
         }
         if !destroy_segment(shared, f) {

@@ -1438,8 +1438,15 @@ fn fill_until_segment(
     out
 }
 
+/// Waits until every byte is dispatched and every segment but the active one flushed:
+/// retention deletes neither undispatched nor unflushed segments.
 fn wait_dispatched(store: &MessageStore) {
     wait_until("dispatch", || store.dispatch_behind_bytes() == 0);
+    let max = store.commit_log_max_offset() as u64;
+    let active_from = max - max % RSEG;
+    wait_until("flush of the full segments", || {
+        store.metrics().commit_log_flushed_offset as u64 >= active_from
+    });
 }
 
 /// Start offsets of the CommitLog files on disk.
@@ -1589,6 +1596,41 @@ fn disk_usage_ratios_delete_expired_then_unexpired_segments() {
     assert_segments(&dir, 6..=6);
     assert!(store.is_writeable(), "86% is below the warning ratio");
     assert_eq!(put(&store, "U", 0, "x", 10).status, PutMessageStatus::PutOk);
+    store.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Forced cleaning never deletes a segment the flush stage has not synced: deleting it
+/// would leave the flush unable to pass it, and every SYNC_FLUSH put after it timing out.
+#[test]
+fn forced_cleaning_keeps_segments_not_yet_flushed() {
+    let dir = temp_dir("ret-unflushed");
+    let knobs = RetentionKnobs::new();
+    let (on, off) = delete_hours(wall_ms());
+    let mut cfg = retention_config(&dir, &knobs, on);
+    // Nothing is flushed until the test says so: the interval comes every 100 ms, but
+    // never with enough dirty pages.
+    cfg.flush_interval_commit_log_ms = 100;
+    cfg.flush_commit_log_thorough_interval_ms = 3_600_000;
+    cfg.flush_commit_log_least_pages = 1_000_000;
+    let store = MessageStore::open(cfg).unwrap();
+    knobs.set_now(off);
+    fill_until_segment(&store, "N", 3);
+    wait_until("dispatch", || store.dispatch_behind_bytes() == 0);
+    assert!((store.metrics().commit_log_flushed_offset as u64) < RSEG);
+    // Above diskSpaceCleanForciblyRatio, below the warning ratio (puts still accepted).
+    knobs.set_used(88);
+    assert_eq!(store.clean_files_now(), 0, "unflushed segments stay");
+    assert_segments(&dir, 0..=3);
+    // Once flushed, they go.
+    store
+        .live_settings()
+        .apply("flushCommitLogLeastPages", "0")
+        .unwrap();
+    wait_until("flushed past segment 2", || {
+        store.metrics().commit_log_flushed_offset as u64 >= 3 * RSEG
+    });
+    assert_eq!(store.clean_files_now(), 3, "flushed segments go");
     store.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
