@@ -7,7 +7,7 @@ and the verdict. Stdlib only.
 A scenario is one file in tests/conformance/scenarios/, named for the behaviour it checks and the
 client it uses (route_resolve_python.py, route_resolve_alions.js). Near its top (first 40 lines)
 it declares, as `#` comments (`//` in JS):
-  # needs: namesrv            (or: namesrv broker, or: none)
+  # needs: namesrv            (or: namesrv broker, or: namesrv broker slave, or: none)
   # timeout: 60               (seconds, optional, default 60)
   # broker-conf: key=value    (optional, repeatable: extra broker.conf properties, e.g.
                               #  messageDelayLevel=1s 1s 1s, enablePropertyFilter=true)
@@ -16,10 +16,17 @@ it declares, as `#` comments (`//` in JS):
 For each scenario the runner picks free loopback ports, makes a temp dir, writes namesrv.conf /
 broker.conf (RocketMQ property keys), starts `ringmq namesrv -c namesrv.conf` and/or
 `ringmq broker -c broker.conf`, waits until they listen (and, for a broker, until the namesrv
-routes TBW102 to it), then runs the client program with a timeout:
+routes TBW102 to it; for a slave, until the route of TBW102 lists it as brokerId 1 of the
+broker's name), then runs the client program with a timeout:
   *.py with tests/conformance/.venv/bin/python (the real Python client), *.js with node
   (NODE_PATH = tests/conformance/node/node_modules, where ali-ons lives).
-Environment given to the program: NAMESRV_ADDR, BROKER_ADDR (if a broker runs), RINGMQ_BIN,
+`slave` (needs broker) adds a second broker process after the master: same cluster and broker
+name, brokerId=1, brokerRole=SLAVE, its own ports and storePathRootDir (<tmp>/data-slave),
+haMasterAddress = the master's haListenPort, slaveReadEnable=true (the master gets
+slaveReadEnable=true too). `broker-conf:` lines apply to the master only. A binary that cannot
+be a slave exits with status 77 at start-up (the self-test's fake does): the scenario is skipped.
+Environment given to the program: NAMESRV_ADDR, BROKER_ADDR (if a broker runs), SLAVE_ADDR (if a
+slave runs), RINGMQ_BIN,
 RINGMQ_DATA_DIR, RINGMQ_CTL, SCENARIO_NAME, SCENARIO_TMP, CONFORMANCE_ROOT, CONFORMANCE_PYTHON
 (the venv python, e.g. for lib/fake_broker.py), PYTHONPATH (lib/), HOME and
 ROCKETMQ_CLIENT_LOG_DIR (inside the temp dir). Exit status 0 = pass; 77 (or a last line starting
@@ -27,13 +34,14 @@ ROCKETMQ_CLIENT_LOG_DIR (inside the temp dir). Exit status 0 = pass; 77 (or a la
 
 Process control (RINGMQ_CTL): a Unix socket in the temp dir. A scenario connects, writes one
 line and reads one line back: `restart broker`, `stop broker`, `start broker`, `kill broker`
-(SIGKILL, for crash recovery), `restart namesrv` -> `ok ...` / `error ...`. `start`/`restart`
-answer after the broker listens again and the namesrv routes TBW102 to it. Helpers:
+(SIGKILL, for crash recovery), `restart namesrv`, and the same verbs for `slave` -> `ok ...` /
+`error ...`. `broker` is always the master. `start`/`restart` answer after the broker (slave)
+listens again and the namesrv routes TBW102 to it (lists it as brokerId 1). Helpers:
 lib/ctl.py (Python) and harness.js `ctl()`/`restartBroker()`.
 
 Wire capture (--capture, or RINGMQ_CONF_CAPTURE=1): logging proxies (lib/wireproxy.py) sit in
-front of the namesrv and the broker; NAMESRV_ADDR/BROKER_ADDR point at them and routes are
-rewritten to the broker proxy (BROKER_ADDR_REAL is the broker itself). A failed scenario then
+front of the namesrv and the broker (and the slave); NAMESRV_ADDR/BROKER_ADDR/SLAVE_ADDR point at
+them and routes are rewritten to the proxies (BROKER_ADDR_REAL/SLAVE_ADDR_REAL are the brokers). A failed scenario then
 prints the decoded frames (last --capture-lines of them; all in <tmp>/wire.txt).
 
 The ringmq binary: $RINGMQ_BIN, else target/release/ringmq, else target/debug/ringmq (repo root).
@@ -93,6 +101,10 @@ class ScenarioFailure(Exception):
     """A scenario verdict of FAIL with a one-line reason."""
 
 
+class ScenarioSkip(Exception):
+    """A scenario verdict of skip (the binary cannot provide a needed process), with a reason."""
+
+
 @dataclass
 class Scenario:
     name: str
@@ -127,6 +139,9 @@ class Run:
     broker_conf: str = ""
     broker_port: int = 0
     broker_addr: str = ""       # the real broker
+    slave_conf: str = ""
+    slave_port: int = 0
+    slave_addr: str = ""        # the real slave broker (brokerId 1 of the same broker name)
     proxies: List["wireproxy.WireProxy"] = field(default_factory=list)
     frames: List["wireproxy.Captured"] = field(default_factory=list)
     t0: float = field(default_factory=time.time)
@@ -158,11 +173,13 @@ def parse_scenario(path: str) -> Scenario:
             if key == "needs":
                 words = val.replace(",", " ").split()
                 needs = [] if words == ["none"] else words
-                bad = [w for w in needs if w not in ("namesrv", "broker")]
+                bad = [w for w in needs if w not in ("namesrv", "broker", "slave")]
                 if bad:
                     err = f"unknown process in needs: {' '.join(bad)}"
                 if "broker" in needs and "namesrv" not in needs:
                     err = "needs: broker requires namesrv too"
+                if "slave" in needs and "broker" not in needs:
+                    err = "needs: slave requires broker too"
             elif key == "timeout":
                 try:
                     timeout = float(val)
@@ -293,6 +310,29 @@ def wait_broker_routable(namesrv: str, broker_addr: str, broker: Proc, timeout: 
                           f"(last: {last})")
 
 
+def wait_slave_routable(namesrv: str, slave_addr: str, slave: Proc, timeout: float) -> None:
+    """The namesrv's route of TBW102 must list our slave as brokerId 1 of BROKER_NAME."""
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        rc = slave.popen.poll()
+        if rc is not None:
+            raise ScenarioFailure(f"slave exited with code {rc} while registering")
+        try:
+            code, route, resp = rm.get_route(namesrv, "TBW102", timeout=2.0)
+            if code == rm.SUCCESS and route:
+                for bd in route.get("brokerDatas") or []:
+                    if bd.get("brokerName") == BROKER_NAME and \
+                            str((bd.get("brokerAddrs") or {}).get("1")) == slave_addr:
+                        return
+            last = f"code {code} remark {resp.remark!r}" if code != rm.SUCCESS else f"route {route}"
+        except (OSError, rm.ProtocolError, TimeoutError, ValueError) as e:
+            last = f"{type(e).__name__}: {e}"
+        time.sleep(0.2)
+    raise ScenarioFailure(f"namesrv never listed slave {slave_addr} as brokerId 1 of {BROKER_NAME} in the route "
+                          f"of TBW102 within {timeout:.0f}s (last: {last})")
+
+
 def stop_proc(proc: Proc) -> None:
     p = proc.popen
     if p.poll() is not None:
@@ -352,6 +392,19 @@ def start_broker(run: Run) -> None:
     wait_broker_routable(run.namesrv_addr, run.broker_addr, p, REGISTER_TIMEOUT)
 
 
+def start_slave(run: Run) -> None:
+    p = start_proc(run, "slave", [run.binary, "broker", "-c", run.slave_conf], run.base_env)
+    try:
+        wait_listening(p, run.slave_port, START_TIMEOUT)
+    except ScenarioFailure:
+        if p.popen.returncode == SKIP_EXIT:
+            lines = [ln for ln in tail(p.log_path, 5).splitlines() if ln.strip()]
+            raise ScenarioSkip(f"the binary cannot run a slave broker (exit status {SKIP_EXIT}"
+                               + (f": {lines[-1].strip()[:200]}" if lines else "") + ")")
+        raise
+    wait_slave_routable(run.namesrv_addr, run.slave_addr, p, REGISTER_TIMEOUT)
+
+
 def find_proc(run: Run, label: str) -> Optional[Proc]:
     for p in reversed(run.procs):
         if p.label == label:
@@ -363,7 +416,7 @@ def ctl_command(run: Run, line: str) -> str:
     """Execute one control command for the scenario (see the module docstring)."""
     words = line.split()
     if len(words) != 2 or words[0] not in ("restart", "stop", "start", "kill") \
-            or words[1] not in ("broker", "namesrv"):
+            or words[1] not in ("broker", "namesrv", "slave"):
         return f"error unknown command {line!r}"
     verb, label = words
     if label not in run.scenario.needs:
@@ -386,7 +439,7 @@ def ctl_command(run: Run, line: str) -> str:
                 return f"ok {label} stopped"
             if verb == "start" and running:
                 return f"error {label} is already running"
-            (start_broker if label == "broker" else start_namesrv)(run)
+            {"broker": start_broker, "slave": start_slave, "namesrv": start_namesrv}[label](run)
             new = find_proc(run, label)
             run.ctl_log.append(f"{time.time() - run.t0:8.3f}s {verb}: {label} pid {new.popen.pid} up "
                                f"after {time.monotonic() - t:.1f}s")
@@ -496,11 +549,29 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
                 # machines may have little disk to spare for pre-allocated files.
                 "mappedFileSizeCommitLog": 64 * 1024 * 1024,
             }
+            if "slave" in sc.needs:
+                props["slaveReadEnable"] = "true"
             props.update(sc.broker_conf)
             write_conf(run.broker_conf, props)
             start_broker(run)
             env["BROKER_ADDR"] = run.broker_addr
             env["BROKER_ADDR_REAL"] = run.broker_addr
+        if "slave" in sc.needs:
+            run.slave_port = free_port(taken, also_free=(-2, 1))
+            run.slave_addr = f"127.0.0.1:{run.slave_port}"
+            run.slave_conf = os.path.join(tmp, "slave.conf")
+            slave_data = os.path.join(tmp, "data-slave")
+            os.makedirs(slave_data, exist_ok=True)
+            write_conf(run.slave_conf, {
+                "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 1,
+                "brokerRole": "SLAVE", "listenPort": run.slave_port, "haListenPort": run.slave_port + 1,
+                "brokerIP1": "127.0.0.1", "namesrvAddr": run.namesrv_addr, "storePathRootDir": slave_data,
+                "haMasterAddress": f"127.0.0.1:{run.broker_port + 1}", "slaveReadEnable": "true",
+                "autoCreateTopicEnable": "true", "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+            })
+            start_slave(run)
+            env["SLAVE_ADDR"] = run.slave_addr
+            env["SLAVE_ADDR_REAL"] = run.slave_addr
         if sc.needs:
             ctl = CtlServer(run)
             env["RINGMQ_CTL"] = ctl.path
@@ -516,6 +587,9 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
                     run.skipped = False
     except ScenarioFailure as e:
         ok, reason = False, str(e)
+    except ScenarioSkip as e:
+        ok, reason = False, str(e)
+        run.skipped = True
     finally:
         if ctl is not None:
             ctl.close()
@@ -528,7 +602,7 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
         if (ok or run.skipped) and not keep:
             shutil.rmtree(tmp, ignore_errors=True)
         elif not keep:
-            run.dropped_store = drop_big_store_files(os.path.join(tmp, "data"))
+            run.dropped_store = sum(drop_big_store_files(os.path.join(tmp, d)) for d in ("data", "data-slave"))
     return ok, reason, run
 
 
@@ -557,7 +631,7 @@ def scan_log_errors(run: Run, limit: int = 5) -> List[str]:
     """ERROR-level and panic lines from the ringmq processes' logs (shown even for passing
     scenarios: a broker can pass a scenario while logging that something went wrong)."""
     out: List[str] = []
-    for label in ("namesrv", "broker"):
+    for label in ("namesrv", "broker", "slave"):
         path = os.path.join(run.tmp, f"{label}.log")
         try:
             with open(path, "rb") as fh:
@@ -574,12 +648,20 @@ def scan_log_errors(run: Run, limit: int = 5) -> List[str]:
 def start_capture(run: Run, env: Dict[str, str]) -> None:
     """Put logging proxies in front of the namesrv (rewriting broker addresses) and the broker."""
     lock = threading.Lock()
-    broker_px = None
-    if run.broker_addr:
-        broker_px = wireproxy.WireProxy("broker", run.broker_addr, t0=run.t0, sink=run.frames, lock=lock).start()
-        run.proxies.append(broker_px)
-        env["BROKER_ADDR"] = broker_px.addr
-    rewrite = wireproxy.addr_rewriter(run.broker_addr, broker_px.addr) if broker_px else None
+    rewriters = []
+    for label, real, var in (("broker", run.broker_addr, "BROKER_ADDR"), ("slave", run.slave_addr, "SLAVE_ADDR")):
+        if real:
+            px = wireproxy.WireProxy(label, real, t0=run.t0, sink=run.frames, lock=lock).start()
+            run.proxies.append(px)
+            env[var] = px.addr
+            rewriters.append(wireproxy.addr_rewriter(real, px.addr))
+
+    def rewrite_all(body: bytes) -> bytes:
+        for f in rewriters:
+            body = f(body)
+        return body
+
+    rewrite = rewrite_all if rewriters else None
     ns_px = wireproxy.WireProxy("namesrv", run.namesrv_addr, t0=run.t0, rewrite=rewrite, sink=run.frames,
                                 lock=lock).start()
     run.proxies.append(ns_px)
@@ -629,8 +711,14 @@ def print_failure_details(run: Run, capture_lines: int = CAPTURE_LINES) -> None:
         for line in (text.rstrip() or "(empty)").splitlines():
             print(f"    | {line}")
 
+    shown = set()
     for proc in run.procs:
+        shown.add(proc.log_path)
         block(f"{proc.label} log ({proc.log_path})", tail(proc.log_path))
+    for label in ("namesrv", "broker", "slave"):   # also processes stopped through RINGMQ_CTL
+        path = os.path.join(run.tmp, f"{label}.log")
+        if path not in shown and os.path.exists(path):
+            block(f"{label} log ({path}, process stopped)", tail(path))
     if run.client_output or os.path.exists(os.path.join(run.tmp, "client.out")):
         block("client output", "\n".join(run.client_output.splitlines()[-LOG_TAIL * 2:]))
     for path in sorted(glob.glob(os.path.join(run.client_log_dir or "/nonexistent", "*")))[:3]:
@@ -683,7 +771,7 @@ def main() -> int:
     scenarios = [s for s in discover(args.dir) if not args.filters or any(f in s.name for f in args.filters)]
     if args.list:
         for s in scenarios:
-            print(f"{s.name:40s} needs: {' '.join(s.needs) or 'none':16s} timeout: {s.timeout:.0f}s"
+            print(f"{s.name:40s} needs: {' '.join(s.needs) or 'none':20s} timeout: {s.timeout:.0f}s"
                   + (f"  [expect unsupported: {s.expect_unsupported}]" if s.expect_unsupported else "")
                   + (f"  [error: {s.meta_error}]" if s.meta_error else ""))
         return 0

@@ -749,8 +749,8 @@ impl AppendStage {
                 "an empty slave can start only at a segment start; master sent offset {offset}"
             ));
         }
-        if self.ring.is_some() {
-            return Err("a slave in direct write mode must start from offset 0".into());
+        if let Some(ring) = &self.ring {
+            ring.restart_empty_at(offset);
         }
         for f in self.shared.log.remove_files(|f| f.from_offset() < offset) {
             if let Err(e) = f.destroy() {

@@ -140,6 +140,20 @@ impl DirectRing {
         self.reserved.store(offset, Ordering::Release);
     }
 
+    /// Moves the empty ring of an empty log to global `offset` while the stages run (an
+    /// empty slave starting at its master's last segment). The append stage calls it with
+    /// nothing reserved; the flusher follows on its next submit.
+    pub(crate) fn restart_empty_at(&self, offset: u64) {
+        assert_eq!(
+            self.reserved.load(Ordering::Acquire),
+            self.written.load(Ordering::Acquire),
+            "only an empty ring moves"
+        );
+        self.base.store(offset, Ordering::Release);
+        self.written.store(offset, Ordering::Release);
+        self.reserved.store(offset, Ordering::Release);
+    }
+
     /// End of the bytes whose O_DIRECT writes have completed: readable from the segment
     /// files, durable only once the CommitLog's flushed offset passes them.
     pub fn written(&self) -> u64 {
@@ -510,6 +524,7 @@ impl DirectFlusher {
     /// durability of `[.., durable_to)`. Returns whether anything is in flight (if not,
     /// there is nothing to do until more is appended or asked for).
     pub fn submit(&mut self, max: u64, durable_to: u64) -> bool {
+        self.follow_restarted_ring();
         if self.failure.is_none() {
             if let Err(e) = self.submit_writes(max, durable_to) {
                 self.failure = Some(e.to_string());
@@ -529,6 +544,18 @@ impl DirectFlusher {
             }
         }
         !self.is_idle()
+    }
+
+    /// An empty slave's ring moved to its master's offset ([`DirectRing::restart_empty_at`]):
+    /// with nothing in flight, writing resumes there. In every other state complete pages
+    /// below `written` are never ahead of `next_pos`.
+    fn follow_restarted_ring(&mut self) {
+        let written = self.ring.written();
+        if self.is_idle() && floor_page(written) > self.next_pos {
+            self.next_pos = floor_page(written);
+            self.synced = self.synced.max(written);
+            self.unsynced.clear();
+        }
     }
 
     /// Queues writes of complete pages below `max`, and the padded last page when a

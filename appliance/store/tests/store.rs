@@ -733,6 +733,11 @@ fn retention_deletes_old_segments_and_queue_files() {
     wait_until("dispatch", || {
         store.max_offset_in_queue("Z", 0) == 300 && store.dispatch_behind_bytes() == 0
     });
+    // Retention deletes only flushed segments.
+    let max = store.commit_log_max_offset() as u64;
+    wait_until("flush of the full segments", || {
+        store.metrics().commit_log_flushed_offset as u64 >= max - max % SEG
+    });
     let before = std::fs::read_dir(dir.join("commitlog")).unwrap().count();
     store.delete_expired_files_now();
     let min = store.commit_log_min_offset();

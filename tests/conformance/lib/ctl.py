@@ -2,7 +2,8 @@
 
 Owns the client side of run.py's RINGMQ_CTL Unix socket: one command line out, one answer line
 back (`ok ...` or `error ...`). `restart_broker()` returns once the new broker listens and the
-name server routes TBW102 to it again (run.py waits for that before answering).
+name server routes TBW102 to it again (run.py waits for that before answering). The same verbs
+work on `slave` (the brokerId 1 process of `needs: ... slave`); `broker` is the master.
 """
 
 from __future__ import annotations
@@ -49,3 +50,11 @@ def start_broker(timeout: float = 60.0) -> str:
 
 def kill_broker(timeout: float = 30.0) -> str:
     return command("kill broker", timeout)
+
+
+def stop_slave(timeout: float = 30.0) -> str:
+    return command("stop slave", timeout)
+
+
+def start_slave(timeout: float = 60.0) -> str:
+    return command("start slave", timeout)

@@ -194,7 +194,8 @@ function cppTool(request, timeoutMs = 90000) {
   return runPython('cpp_tool.py', [], JSON.stringify(request), timeoutMs);
 }
 
-/** run.py process control: 'restart broker', 'stop broker', 'start broker', 'kill broker'. */
+/** run.py process control: 'restart broker', 'stop broker', 'start broker', 'kill broker'; the same for
+ * 'slave' (brokerId 1 of `needs: namesrv broker slave`), 'restart namesrv'. */
 function ctl(cmd, timeoutMs = 60000) {
   const sockPath = env('RINGMQ_CTL');
   return new Promise((resolve, reject) => {

@@ -17,6 +17,7 @@ Deliberate faults, to see that scenarios fail (env FAKE_RINGMQ_BREAK):
   and the broker faults listed in selftest/fake_rich_broker.py (no-filter, drop-props, no-delay,
   early-delay, no-dlq, forget-offsets, reorder, no-tx, no-max-size, truncate-body, dup);
   several may be given, comma-separated.
+A broker.conf with brokerRole=SLAVE makes it exit with status 77 (run.py: skip the scenario).
 Usage: RINGMQ_BIN=tests/conformance/selftest/fake_ringmq.py python3 tests/conformance/run.py
 """
 
@@ -78,6 +79,10 @@ def main() -> int:
             log("crashing on purpose")
             os._exit(3)
         stop.wait(600)
+    elif props.get("brokerRole", "").upper() == "SLAVE":
+        # No replication here: say so with status 77, which run.py reports as a skip.
+        log("cannot run as a slave (brokerRole=SLAVE): no replication in this test double")
+        return 77
     else:
         wake = threading.Event()
         srv = RichFakeBroker(broker_port=port, cluster=props.get("brokerClusterName", "DefaultCluster"),

@@ -540,11 +540,16 @@ pub struct PullRole {
     /// `offsetCheckInSlave`: a slave answers PULL_OFFSET_MOVED itself instead of asking the
     /// client to retry.
     pub offset_check_in_slave: bool,
+    /// A slave's HA link to its master is up (always true on a master): only then does a
+    /// slave send consumers back to the master.
+    pub master_online: bool,
 }
 
 fn role_of(ctx: &BrokerContext) -> PullRole {
+    let is_master = ctx.config.is_master();
     PullRole {
-        is_master: ctx.config.is_master(),
+        is_master,
+        master_online: is_master || ctx.store.ha_status().connected_to_master,
         slave_read_enable: ctx.config.slave_read_enable,
         offset_check_in_slave: ctx
             .config
@@ -566,8 +571,8 @@ pub struct PullRoute {
 /// group's `whichBrokerWhenConsumeSlowly`, otherwise to the group's `brokerId`; without it,
 /// always to the master. A slave serving data the master holds in memory points back to
 /// the master, and asks for an immediate retry there when it found nothing (the master may
-/// have more than this slave replicated); the client falls back to the slave on its own
-/// when the route has no master. A slave never moves a consumer's offset unless
+/// have more than this slave replicated), while its master is online; the client falls
+/// back to the slave on its own when the route has no master. A slave never moves a consumer's offset unless
 /// `offsetCheckInSlave`: its queue may simply lag the master's.
 pub fn pull_route(
     role: &PullRole,
@@ -583,7 +588,10 @@ pub fn pull_route(
         group_config.broker_id
     };
     let mut code = code;
-    if !role.is_master && !result.suggest_pulling_from_slave {
+    // Upstream redirects only while the group's lowest broker id is the master's: with
+    // the master gone the slave answers for itself, so pulls at the end of a queue wait
+    // here (long polling) instead of spinning between client and slave.
+    if !role.is_master && role.master_online && !result.suggest_pulling_from_slave {
         suggest = MASTER_ID;
         if result.status != GetMessageStatus::Found {
             code = ResponseCode::PullRetryImmediately;

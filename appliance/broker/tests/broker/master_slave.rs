@@ -57,6 +57,8 @@ fn start_namesrv(dir: &Path) -> Namesrv {
 struct RecordingStore {
     inner: MemStore,
     ha_master_addrs: Mutex<Vec<String>>,
+    /// What `ha_status` says of the HA link to the master.
+    connected_to_master: std::sync::atomic::AtomicBool,
 }
 
 impl RecordingStore {
@@ -136,7 +138,9 @@ impl StoreApi for RecordingStore {
         HaStatus {
             slaves: Vec::new(),
             master_addr: self.ha_master_addrs.lock().unwrap().last().cloned(),
-            connected_to_master: false,
+            connected_to_master: self
+                .connected_to_master
+                .load(std::sync::atomic::Ordering::SeqCst),
         }
     }
     fn commit_log_max_offset(&self) -> i64 {
@@ -373,15 +377,23 @@ fn a_readable_slave_serves_replicated_data_and_points_back_to_the_master() {
         .topics
         .update(ringmq_remoting::body::topic::TopicConfig::new("TopicRead").with_queues(1, 1));
     replicate(&store, "TopicRead", b"replicated");
+    store
+        .connected_to_master
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let mut c = Client::connect(slave.local_addr());
     let r = c.call(pull("TopicRead", 0, 0, PULL_FLAG_SUBSCRIPTION, 0));
     assert_eq!(r.code, 0, "{:?}", r.remark);
     assert_eq!(r.ext_fields.get("suggestWhichBrokerId"), Some("0"));
-    // Nothing more here: retry at once (on the master, or here again when the route
-    // has no master).
+    // Nothing more here: retry at once on the master.
     let r = c.call(pull("TopicRead", 0, 1, PULL_FLAG_SUBSCRIPTION, 0));
     assert_eq!(r.code, ResponseCode::PullRetryImmediately.code());
     assert_eq!(r.ext_fields.get("suggestWhichBrokerId"), Some("0"));
+    // With the master gone the slave answers for itself (a long poll would wait here).
+    store
+        .connected_to_master
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let r = c.call(pull("TopicRead", 0, 1, PULL_FLAG_SUBSCRIPTION, 0));
+    assert_eq!(r.code, ResponseCode::PullNotFound.code(), "{:?}", r.remark);
     slave.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -410,6 +422,7 @@ fn route(
         is_master,
         slave_read_enable,
         offset_check_in_slave: false,
+        master_online: true,
     };
     let mut group = SubscriptionGroupConfig::new("G");
     group.which_broker_when_consume_slowly = 1;
@@ -446,12 +459,25 @@ fn pull_route_follows_upstream_suggest_which_broker_id() {
         route(false, true, PullOffsetMoved, NoMessageInQueue, true),
         at(PullRetryImmediately, 0)
     );
-    let role = PullRole {
+    let mut role = PullRole {
         is_master: false,
         slave_read_enable: true,
         offset_check_in_slave: true,
+        master_online: true,
     };
     let group = SubscriptionGroupConfig::new("G");
+    // With the master gone a slave answers for itself: nothing found is PULL_NOT_FOUND
+    // (the pull is held), not a retry that would spin between client and slave.
+    role.master_online = false;
+    assert_eq!(
+        pull_route(&role, PullNotFound, &result(OffsetFoundNull, false), &group),
+        at(PullNotFound, 0)
+    );
+    assert_eq!(
+        pull_route(&role, Success, &result(Found, false), &group),
+        at(Success, 0)
+    );
+    role.master_online = true;
     assert_eq!(
         pull_route(
             &role,

@@ -191,8 +191,7 @@ fn direct_mode_master_and_slave_replicate_byte_identically() {
         ..slave_config(&sdir, Some(addr))
     };
     let slave = MessageStore::open(scfg).unwrap();
-    // A direct-mode slave can start only at offset 0: connect before the master fills
-    // its first segment.
+    // Connected before the first put, so the slave replicates from offset 0.
     eventually("the slave's first report", Duration::from_secs(10), || {
         master.ha_status().slaves.iter().any(|s| s.in_sync)
     });
@@ -236,18 +235,39 @@ fn direct_mode_master_and_slave_replicate_byte_identically() {
 /// the messages of that range at the master's queue offsets.
 #[test]
 fn an_empty_slave_starts_at_the_masters_last_segment() {
-    let (mdir, sdir) = (temp_dir("ha-master-data"), temp_dir("ha-slave-late"));
+    empty_slave_starts_at_the_masters_last_segment(WriteMode::Mmap, "mmap");
+}
+
+/// The same in direct mode: the slave's write ring moves to the master's offset.
+#[test]
+fn an_empty_direct_mode_slave_starts_at_the_masters_last_segment() {
+    empty_slave_starts_at_the_masters_last_segment(WriteMode::Direct, "direct");
+}
+
+fn empty_slave_starts_at_the_masters_last_segment(mode: WriteMode, tag: &str) {
+    let (mdir, sdir) = (
+        temp_dir(&format!("ha-master-data-{tag}")),
+        temp_dir(&format!("ha-slave-late-{tag}")),
+    );
     let (master, addr) = open_master(&mdir, FlushDiskType::AsyncFlush);
     let results = put_range(&master, 0, 2000);
     assert!(results.iter().all(|r| r.status == PutMessageStatus::PutOk));
     let max = master.commit_log_max_offset() as u64;
     let last_start = max - max % SEG;
     assert!(last_start >= 3 * SEG);
-    let slave = MessageStore::open(slave_config(&sdir, None)).unwrap();
+    let scfg = StoreConfig {
+        write_mode: mode,
+        // Every page reaches the file at once, so the files can be compared.
+        flush_commit_log_least_pages: 0,
+        ..slave_config(&sdir, None)
+    };
+    let slave = MessageStore::open(scfg).unwrap();
     slave.update_ha_master_address(&addr.to_string());
-    eventually("the slave to catch up", Duration::from_secs(20), || {
-        slave.commit_log_max_offset() as u64 == max
-    });
+    eventually(
+        "the slave to catch up and flush",
+        Duration::from_secs(20),
+        || slave.commit_log_max_offset() as u64 == max && slave.flush_behind_bytes() == 0,
+    );
     assert_eq!(slave.commit_log_min_offset() as u64, last_start);
     assert!(
         !segment_path(&sdir, 0).exists(),
