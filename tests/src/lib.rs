@@ -28,6 +28,49 @@ use ringmq_client::{
 use ringmq_namesrv::{Namesrv, NamesrvConfig};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
+/// First port [`free_broker_port`] hands out in this process (randomised per run) and
+/// the step between two: a broker uses `p - 2` (VIP channel), `p` and `p + 1` (HA).
+static NEXT_PORT: std::sync::OnceLock<std::sync::atomic::AtomicU32> = std::sync::OnceLock::new();
+const BROKER_PORT_STEP: u32 = 4;
+
+/// The start of the kernel's ephemeral port range (where outgoing connections and port-0
+/// binds get their ports); 32768 when it cannot be read.
+fn ephemeral_port_start() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// A free 127.0.0.1 port `p` for a broker whose `p - 2` (VIP channel) and `p + 1`
+/// (`haListenPort`) are free too, chosen below the ephemeral range: a broker restarted on
+/// its port must not find it taken by some client's outgoing connection meanwhile. Ports
+/// are handed out once per process, in steps, so parallel tests never pick the same one.
+pub fn free_broker_port() -> u16 {
+    let top = ephemeral_port_start().clamp(12_000, 65_000);
+    let low = 10_002u32;
+    let span = (top - 2 - low) / BROKER_PORT_STEP;
+    let next = NEXT_PORT.get_or_init(|| {
+        let seed = std::process::id()
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+        std::sync::atomic::AtomicU32::new(seed % span)
+    });
+    for _ in 0..span.min(2_000) {
+        let k = next.fetch_add(1, Ordering::Relaxed) % span;
+        let p = low + k * BROKER_PORT_STEP;
+        let free = [p - 2, p, p + 1]
+            .iter()
+            .all(|q| std::net::TcpListener::bind(("127.0.0.1", *q as u16)).is_ok());
+        if free {
+            return p as u16;
+        }
+    }
+    panic!("no free broker port block below {top}");
+}
+
 /// Distinguishes names created by one test process (dirs, topics, groups).
 static SEQ: AtomicU64 = AtomicU64::new(0);
 

@@ -25,8 +25,8 @@ use ringmq_client::{
 };
 use ringmq_remoting::RemotingCommand;
 use ringmq_tests::{
-    base_broker_conf, frame_bytes, namesrv_conf, pull_all_from, route_brokers, unique, wait_until,
-    RawConn, RawRead, ServerProcess, TempDir,
+    base_broker_conf, frame_bytes, free_broker_port, namesrv_conf, pull_all_from, route_brokers,
+    unique, wait_until, RawConn, RawRead, ServerProcess, TempDir,
 };
 
 const BOOT: Duration = Duration::from_secs(30);
@@ -34,18 +34,17 @@ const BOOT: Duration = Duration::from_secs(30);
 const STOP_BOUND: Duration = Duration::from_secs(20);
 const SHORT: Duration = Duration::from_millis(50);
 
-/// A free 127.0.0.1 port `p` whose VIP companion `p - 2` is free too (the broker binds
-/// both). Another process could take them before the broker does; on loopback in a test
-/// run that is rare enough, and the broker then fails loudly at boot.
-fn free_broker_port() -> u16 {
-    for _ in 0..100 {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-        let p = l.local_addr().expect("local addr").port();
-        if p > 1026 && TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
-            return p;
-        }
-    }
-    panic!("no free port pair found in 100 tries");
+/// A `ringmq namesrv` child with its config, files and log under `dir`.
+fn spawn_namesrv(dir: &TempDir) -> ServerProcess {
+    let ns_dir = dir.path().join("namesrv");
+    std::fs::create_dir_all(&ns_dir).expect("namesrv dir");
+    let ns_conf = dir.path().join("namesrv.conf");
+    std::fs::write(&ns_conf, namesrv_conf(&ns_dir, 0)).expect("namesrv.conf");
+    ServerProcess::spawn(
+        &["namesrv", "-c", ns_conf.to_str().unwrap()],
+        &dir.path().join("namesrv.log"),
+        BOOT,
+    )
 }
 
 /// A namesrv process and a broker process sharing a temp directory.
@@ -62,15 +61,7 @@ struct ProcCluster {
 impl ProcCluster {
     fn start(extra_conf: &str) -> ProcCluster {
         let dir = TempDir::new("proc");
-        let ns_dir = dir.path().join("namesrv");
-        std::fs::create_dir_all(&ns_dir).expect("namesrv dir");
-        let ns_conf = dir.path().join("namesrv.conf");
-        std::fs::write(&ns_conf, namesrv_conf(&ns_dir, 0)).expect("namesrv.conf");
-        let namesrv = ServerProcess::spawn(
-            &["namesrv", "-c", ns_conf.to_str().unwrap()],
-            &dir.path().join("namesrv.log"),
-            BOOT,
-        );
+        let namesrv = spawn_namesrv(&dir);
         let broker_name = unique("pbroker");
         let port = free_broker_port();
         let conf = format!(

@@ -65,15 +65,7 @@ impl ReplicaSet {
     /// The namesrv and a SYNC_MASTER that waits for one slave (`inSyncReplicas=2`).
     fn start() -> ReplicaSet {
         let dir = TempDir::new("ha-proc");
-        let ns_dir = dir.path().join("namesrv");
-        std::fs::create_dir_all(&ns_dir).expect("namesrv dir");
-        let ns_conf = dir.path().join("namesrv.conf");
-        std::fs::write(&ns_conf, namesrv_conf(&ns_dir, 0)).expect("namesrv.conf");
-        let namesrv = ServerProcess::spawn(
-            &["namesrv", "-c", ns_conf.to_str().unwrap()],
-            &dir.path().join("namesrv.log"),
-            BOOT,
-        );
+        let namesrv = spawn_namesrv(&dir);
         let mut set = ReplicaSet {
             namesrv,
             cluster: unique("hacluster"),
@@ -103,14 +95,11 @@ impl ReplicaSet {
 
     /// Writes the broker.conf of one replica; `role` holds its role lines.
     fn replica(&self, label: &str, role: &str) -> Replica {
+        // haListenPort is listenPort + 1, which free_broker_port keeps free too.
         let port = free_broker_port();
-        let ha_port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free HA port")
-            .port();
         let store = self.dir.path().join(format!("store-{label}"));
         let conf_text = format!(
-            "{}listenPort={port}\nhaListenPort={ha_port}\n\
+            "{}listenPort={port}\n\
              mappedFileSizeCommitLog={SEGMENT_BYTES}\nslaveReadEnable=true\n{role}",
             base_broker_conf(&self.broker_name, &self.cluster, &self.namesrv.addr, &store)
                 .replace("brokerId=0\n", "")
@@ -252,8 +241,51 @@ fn body_of(tag: &str, i: usize) -> Vec<u8> {
     b
 }
 
-/// Sends `per_thread` messages from each of `threads` producers (stopping early when
-/// `stop` is set); every outcome is returned, errors included (status None).
+/// Sends up to `count` messages from one producer of its own, stopping early when `stop`
+/// is set; every outcome is returned, errors included (status None).
+fn send_from_one_producer(
+    namesrv: &str,
+    topic: &str,
+    tag: &str,
+    count: usize,
+    stop: &AtomicBool,
+) -> Vec<Sent> {
+    let cfg = ringmq_client::ProducerConfig {
+        group: unique("PG_ha"),
+        namesrv_addrs: vec![namesrv.to_string()],
+        route_ttl_ms: 1_000,
+        // One attempt: a SYNC_MASTER answer must reach the test as it was given.
+        retry_times: 0,
+        send_timeout_ms: SLAVE_WAIT_MS + 3_000,
+        ..Default::default()
+    };
+    let p = block_on(async move { Producer::new(cfg) });
+    let mut out = Vec::with_capacity(count.min(4096));
+    for i in 0..count {
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let body = body_of(tag, i);
+        let m = Message::new(topic, body.clone());
+        out.push(match block_on(p.send(&m)) {
+            Ok(r) => Sent {
+                status: Some(r.status),
+                physical_offset: physical_offset(&r.offset_msg_id),
+                msg_id: r.msg_id,
+                body,
+            },
+            Err(_) => Sent {
+                status: None,
+                msg_id: String::new(),
+                physical_offset: 0,
+                body,
+            },
+        });
+    }
+    out
+}
+
+/// Sends `per_thread` messages from each of `threads` producers at once.
 fn send_load(
     set: &ReplicaSet,
     topic: &str,
@@ -262,48 +294,17 @@ fn send_load(
     per_thread: usize,
     stop: &Arc<AtomicBool>,
 ) -> Vec<Sent> {
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let ns = set.namesrv.addr.clone();
-        let topic = topic.to_string();
-        let tag = format!("{tag}{t}");
-        let stop = stop.clone();
-        handles.push(std::thread::spawn(move || {
-            let cfg = ringmq_client::ProducerConfig {
-                group: unique("PG_ha"),
-                namesrv_addrs: vec![ns],
-                route_ttl_ms: 1_000,
-                retry_times: 0,
-                send_timeout_ms: SLAVE_WAIT_MS + 3_000,
-                ..Default::default()
-            };
-            let p = block_on(async move { Producer::new(cfg) });
-            let mut out = Vec::with_capacity(per_thread);
-            for i in 0..per_thread {
-                if stop.load(Ordering::Acquire) {
-                    break;
-                }
-                let body = body_of(&tag, i);
-                let m = Message::new(&topic, body.clone());
-                let sent = match block_on(p.send(&m)) {
-                    Ok(r) => Sent {
-                        status: Some(r.status),
-                        physical_offset: physical_offset(&r.offset_msg_id),
-                        msg_id: r.msg_id,
-                        body,
-                    },
-                    Err(_) => Sent {
-                        status: None,
-                        msg_id: String::new(),
-                        physical_offset: 0,
-                        body,
-                    },
-                };
-                out.push(sent);
-            }
-            out
-        }));
-    }
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (ns, topic, tag) = (
+                set.namesrv.addr.clone(),
+                topic.to_string(),
+                format!("{tag}{t}"),
+            );
+            let stop = stop.clone();
+            std::thread::spawn(move || send_from_one_producer(&ns, &topic, &tag, per_thread, &stop))
+        })
+        .collect();
     handles
         .into_iter()
         .flat_map(|h| h.join().expect("sender thread"))
@@ -516,11 +517,9 @@ fn sync_master_acks_only_what_the_slave_holds_across_a_slave_kill() {
     // SIGKILL the slave in the middle of the load.
     let stop = Arc::new(AtomicBool::new(false));
     let load = {
-        let stop = stop.clone();
-        let ns = set.namesrv.addr.clone();
-        let topic = topic.clone();
-        let probe = ReplicaSetProbe { namesrv: ns };
-        std::thread::spawn(move || probe.load(&topic, &stop))
+        let (stop, ns, topic) = (stop.clone(), set.namesrv.addr.clone(), topic.clone());
+        // Bounded: at most 20,000 sends, and the test stops it a few seconds in.
+        std::thread::spawn(move || send_from_one_producer(&ns, &topic, "load", 20_000, &stop))
     };
     std::thread::sleep(Duration::from_millis(1_000));
     set.slave(1).sigkill();
@@ -561,49 +560,6 @@ fn sync_master_acks_only_what_the_slave_holds_across_a_slave_kill() {
     let last = ok_sends(&third);
     let end = end_of(&master_store, &last);
     assert_ranges_identical(&master_store, &slave_store, 0, end);
-}
-
-/// The load thread's own view of the replica set (a `ReplicaSet` stays on the test thread).
-struct ReplicaSetProbe {
-    namesrv: String,
-}
-
-impl ReplicaSetProbe {
-    /// Sends until `stop`, at most 20,000 messages, one producer.
-    fn load(&self, topic: &str, stop: &AtomicBool) -> Vec<Sent> {
-        let cfg = ringmq_client::ProducerConfig {
-            group: unique("PG_ha_load"),
-            namesrv_addrs: vec![self.namesrv.clone()],
-            route_ttl_ms: 1_000,
-            retry_times: 0,
-            send_timeout_ms: SLAVE_WAIT_MS + 3_000,
-            ..Default::default()
-        };
-        let p = block_on(async move { Producer::new(cfg) });
-        let mut out = Vec::new();
-        for i in 0..20_000 {
-            if stop.load(Ordering::Acquire) {
-                break;
-            }
-            let body = body_of("load", i);
-            let m = Message::new(topic, body.clone());
-            out.push(match block_on(p.send(&m)) {
-                Ok(r) => Sent {
-                    status: Some(r.status),
-                    physical_offset: physical_offset(&r.offset_msg_id),
-                    msg_id: r.msg_id,
-                    body,
-                },
-                Err(_) => Sent {
-                    status: None,
-                    msg_id: String::new(),
-                    physical_offset: 0,
-                    body,
-                },
-            });
-        }
-        out
-    }
 }
 
 #[test]

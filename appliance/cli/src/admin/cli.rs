@@ -120,6 +120,46 @@ impl Cmd {
     }
 }
 
+/// `-i/--interval N` and `--rounds N` of the commands that repeat (clusterList, haStatus):
+/// without `-i` one round; with it, every N seconds until interrupted or `--rounds` ran.
+#[derive(Debug, Clone, Copy)]
+pub struct Repeat {
+    interval_secs: Option<u64>,
+    rounds: Option<u64>,
+    done: u64,
+}
+
+impl Repeat {
+    pub fn from_matches(m: &Matches, default_interval_secs: u64) -> Result<Self, String> {
+        let interval_secs = match m.get("interval") {
+            Some(_) => Some(m.num("interval", default_interval_secs)?),
+            None => None,
+        };
+        let rounds = match m.get("rounds") {
+            Some(_) => Some(m.num("rounds", 1)?),
+            None => None,
+        };
+        Ok(Repeat {
+            interval_secs,
+            rounds,
+            done: 0,
+        })
+    }
+
+    /// Ends a round: false when it was the last, else waits the interval and says go on.
+    pub fn another_round(&mut self) -> bool {
+        self.done += 1;
+        let Some(secs) = self.interval_secs else {
+            return false;
+        };
+        if self.rounds.is_some_and(|r| self.done >= r) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+        true
+    }
+}
+
 /// Parsed options: values by long name, flags present.
 #[derive(Debug, Default, Clone)]
 pub struct Matches {

@@ -9,7 +9,7 @@ use ringmq_client::{Message, Producer, ProducerConfig};
 use ringmq_remoting::body::cluster::ClusterInfo;
 use ringmq_remoting::json::{ObjectBuilder, Value};
 
-use super::cli::{flag, long_only, opt, Cmd, Matches};
+use super::cli::{flag, long_only, opt, Cmd, Matches, Repeat};
 use super::ctx::Ctx;
 use super::fmt::{date_time_at_offset, double_value, string_map_value};
 use super::out::{AResult, AdminError, Out, Role};
@@ -268,17 +268,8 @@ pub fn more_row(row: &BrokerRow, kv: Option<&BTreeMap<String, String>>) -> (Stri
 }
 
 pub async fn cluster_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
-    let interval: Option<u64> = match m.get("interval") {
-        Some(_) => Some(m.num("interval", 0)?),
-        None => None,
-    };
-    let rounds: Option<u64> = match m.get("rounds") {
-        Some(_) => Some(m.num("rounds", 1)?),
-        None => None,
-    };
-    let mut round = 0u64;
+    let mut repeat = Repeat::from_matches(m, 0)?;
     loop {
-        round += 1;
         let info = ctx.cluster_info().await?;
         if let Some(c) = m.get("clusterName") {
             super::ctx::cluster_brokers(&info, c)?;
@@ -308,11 +299,9 @@ pub async fn cluster_list(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> 
                 .field("brokers", Value::Array(json_rows))
                 .build(),
         );
-        let Some(secs) = interval else { break };
-        if rounds.is_some_and(|r| round >= r) {
+        if !repeat.another_round() {
             break;
         }
-        std::thread::sleep(Duration::from_secs(secs));
     }
     Ok(())
 }

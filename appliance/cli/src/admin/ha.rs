@@ -6,7 +6,7 @@ use ringmq_remoting::body::ha::HaRuntimeInfo;
 use ringmq_remoting::json::{self, Value};
 use ringmq_remoting::{RemotingCommand, RequestCode};
 
-use super::cli::{long_only, opt, Cmd, Matches};
+use super::cli::{long_only, opt, Cmd, Matches, Repeat};
 use super::ctx::Ctx;
 use super::fmt::{human_time, object};
 use super::out::{AResult, At, Out, Role};
@@ -79,17 +79,8 @@ async fn fetch(ctx: &Ctx, addr: &str) -> AResult<HaRuntimeInfo> {
 }
 
 pub async fn ha_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
-    let interval: Option<u64> = match m.get("interval") {
-        Some(_) => Some(m.num("interval", 3)?),
-        None => None,
-    };
-    let rounds: Option<u64> = match m.get("rounds") {
-        Some(_) => Some(m.num("rounds", 1)?),
-        None => None,
-    };
-    let mut round = 0u64;
+    let mut repeat = Repeat::from_matches(m, 3)?;
     loop {
-        round += 1;
         let addrs = match (m.get("brokerAddr"), m.get("clusterName")) {
             (Some(addr), _) => vec![addr.trim().to_string()],
             (None, Some(cluster)) => ctx.masters(cluster.trim()).await?,
@@ -103,11 +94,9 @@ pub async fn ha_status(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
             all.push((addr.clone(), doc));
         }
         out.json(object(all));
-        let Some(secs) = interval else { break };
-        if rounds.is_some_and(|r| round >= r) {
+        if !repeat.another_round() {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_secs(secs));
     }
     Ok(())
 }
