@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ringmq_tests::{base_broker_conf, unique, ServerProcess, TempDir};
+use ringmq_tests::{base_broker_conf, free_broker_port, unique, ServerProcess, TempDir};
 
 const BOOT: Duration = Duration::from_secs(30);
 /// Stage threads start while the store opens; this bounds the wait for all of them.
@@ -71,9 +71,13 @@ fn check_broker(extra: &str) -> String {
     let dir = TempDir::new("core-map");
     let store = dir.path().join("store");
     let conf = dir.path().join("broker.conf");
+    // A port whose haListenPort (+1) is free: with listenPort=0 the port after the
+    // ephemeral one may be any other process's, and the HA stage would not start.
+    let port = free_broker_port();
     let text = format!(
         "{}{extra}\n",
         base_broker_conf(&unique("cmbroker"), &unique("cmcluster"), "", &store)
+            .replace("listenPort=0\n", &format!("listenPort={port}\n"))
     );
     std::fs::write(&conf, text).expect("write broker.conf");
     let broker = ServerProcess::spawn(
