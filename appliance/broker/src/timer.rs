@@ -170,6 +170,10 @@ struct State {
     dequeued_at_last_flush: u64,
 }
 
+/// How recent the enqueue stage's last read must be for its age to count as enqueue
+/// latency (upstream: 2 s).
+const ENQUEUE_LATENCY_WINDOW_MS: i64 = 2_000;
+
 #[derive(Default)]
 struct Stats {
     curr_read_time_ms: AtomicI64,
@@ -181,6 +185,10 @@ struct Stats {
     dequeue_tps_bits: AtomicU32,
     lateness_counts: [AtomicU64; TIMER_LATENESS_BUCKETS],
     lateness_sum_ms: AtomicU64,
+    /// When the enqueue stage last read a message, and that message's store time
+    /// (upstream `lastEnqueueButExpiredTime` / `lastEnqueueButExpiredStoreTime`).
+    last_enqueue_read_ms: AtomicI64,
+    last_enqueue_store_ms: AtomicI64,
 }
 
 /// What the admin requests read without waiting for the stage thread: the checkpoint and
@@ -492,9 +500,19 @@ impl TimerMessageStore {
         for (out, c) in lateness_counts.iter_mut().zip(&self.stats.lateness_counts) {
             *out = c.load(Ordering::Relaxed);
         }
+        let now = self.clock.now_ms();
+        let enqueue_latency_ms = if now - self.stats.last_enqueue_read_ms.load(Ordering::Relaxed)
+            < ENQUEUE_LATENCY_WINDOW_MS
+        {
+            now - self.stats.last_enqueue_store_ms.load(Ordering::Relaxed)
+        } else {
+            0
+        };
         TimerGauges {
             enqueue_lag_msgs: info.offset_behind,
-            dequeue_latency_ms: (self.clock.now_ms() - read).max(0),
+            dequeue_latency_ms: (now - read).max(0),
+            enqueue_latency_ms: enqueue_latency_ms.max(0),
+            dequeue_lag_msgs: info.congest_num,
             congest_msgs: info.congest_num,
             timing_by_topic,
             enqueue_total: self.stats.enqueued.load(Ordering::Relaxed),
@@ -579,6 +597,12 @@ impl TimerMessageStore {
             tracing::error!("unreadable record in {TIMER_TOPIC}; skipped");
             return true;
         };
+        self.stats
+            .last_enqueue_read_ms
+            .store(self.clock.now_ms(), Ordering::Relaxed);
+        self.stats
+            .last_enqueue_store_ms
+            .store(r.store_timestamp_ms, Ordering::Relaxed);
         let props = MessageProperties::parse_bytes(r.properties);
         let Some(out_ms) = props
             .get(keys::TIMER_OUT_MS)

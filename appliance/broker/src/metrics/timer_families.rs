@@ -19,6 +19,12 @@ pub struct TimerGauges {
     pub enqueue_lag_msgs: i64,
     /// How far the delivered slot time is behind now.
     pub dequeue_latency_ms: i64,
+    /// Age (now − store time) of the last message the enqueue stage read, if it read one
+    /// in the last 2 s, else 0 (upstream `getEnqueueBehindMillis`).
+    pub enqueue_latency_ms: i64,
+    /// Messages in the wheel from the current read time on (upstream
+    /// `getDequeueBehindMessages`, the same count as `timerCongestNum`).
+    pub dequeue_lag_msgs: i64,
     /// Messages waiting in the wheel (runtime info `timerCongestNum`).
     pub congest_msgs: i64,
     /// Messages waiting, by real topic (the `timermetrics` counts); empty when the store
@@ -43,11 +49,21 @@ pub fn lateness_bucket(lateness_ms: i64) -> usize {
 }
 
 pub fn render(e: &mut Exposition, g: &TimerGauges) {
-    let gauges: [(&str, &str, i64); 3] = [
+    let gauges: [(&str, &str, i64); 5] = [
         (
             "rocketmq_timer_enqueue_lag",
             "Timer-topic messages not yet in the timing wheel.",
             g.enqueue_lag_msgs,
+        ),
+        (
+            "rocketmq_timer_enqueue_latency",
+            "Milliseconds between the store time of the last message moved into the wheel and now (0 when none moved in the last 2 s).",
+            g.enqueue_latency_ms,
+        ),
+        (
+            "rocketmq_timer_dequeue_lag",
+            "Messages in the timing wheel from the current read time on.",
+            g.dequeue_lag_msgs,
         ),
         (
             "rocketmq_timer_dequeue_latency",
@@ -124,6 +140,8 @@ mod tests {
         let mut g = TimerGauges {
             enqueue_lag_msgs: 3,
             dequeue_latency_ms: -5,
+            enqueue_latency_ms: 40,
+            dequeue_lag_msgs: 6,
             congest_msgs: 7,
             timing_by_topic: vec![("T1".to_string(), 2)],
             enqueue_total: 9,
@@ -140,6 +158,9 @@ mod tests {
             "# TYPE rocketmq_timer_enqueue_lag gauge",
             "rocketmq_timer_enqueue_lag{cluster=\"C\"} 3",
             "rocketmq_timer_dequeue_latency{cluster=\"C\"} 0",
+            "rocketmq_timer_enqueue_latency{cluster=\"C\"} 40",
+            "# TYPE rocketmq_timer_dequeue_lag gauge",
+            "rocketmq_timer_dequeue_lag{cluster=\"C\"} 6",
             "ringmq_timer_congest_messages{cluster=\"C\"} 7",
             "rocketmq_timing_messages{cluster=\"C\",topic=\"T1\"} 2",
             "# TYPE rocketmq_timer_enqueue_total counter",

@@ -89,6 +89,8 @@ fn timer_families_and_admin_requests_follow_a_delivery() {
     );
     assert!(waiting.contains("# TYPE rocketmq_timer_enqueue_lag gauge\n"));
     assert!(waiting.contains("# TYPE rocketmq_timer_dequeue_latency gauge\n"));
+    assert!(waiting.contains("# TYPE rocketmq_timer_enqueue_latency gauge\n"));
+    assert_eq!(sample(&waiting, "rocketmq_timer_dequeue_lag{"), Some(1.0));
 
     // Delivered: dequeue counted, lateness observed (never early), waiting count back to 0.
     assert!(eventually(6000, || {
