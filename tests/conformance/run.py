@@ -290,47 +290,40 @@ def wait_listening(proc: Proc, port: int, timeout: float) -> None:
     raise ScenarioFailure(f"{proc.label} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
 
 
-def wait_broker_routable(namesrv: str, broker_addr: str, broker: Proc, timeout: float) -> None:
-    """The namesrv must route TBW102 (created by autoCreateTopicEnable) to our broker."""
+def wait_route(namesrv: str, proc: Proc, timeout: float, routed, what: str) -> None:
+    """Polls the namesrv's route of TBW102 (created by autoCreateTopicEnable) until
+    `routed(route)` holds; fails if `proc` exits first or `timeout` passes."""
     deadline = time.monotonic() + timeout
     last = "no answer"
     while time.monotonic() < deadline:
-        rc = broker.popen.poll()
+        rc = proc.popen.poll()
         if rc is not None:
-            raise ScenarioFailure(f"broker exited with code {rc} while registering")
+            raise ScenarioFailure(f"{proc.label} exited with code {rc} while registering")
         try:
             code, route, resp = rm.get_route(namesrv, "TBW102", timeout=2.0)
-            if code == rm.SUCCESS and route and broker_addr in rm.route_broker_addrs(route):
+            if code == rm.SUCCESS and route and routed(route):
                 return
             last = f"code {code} remark {resp.remark!r}" if code != rm.SUCCESS else f"route {route}"
         except (OSError, rm.ProtocolError, TimeoutError, ValueError) as e:
             last = f"{type(e).__name__}: {e}"
         time.sleep(0.2)
-    raise ScenarioFailure(f"namesrv never routed TBW102 to broker {broker_addr} within {timeout:.0f}s "
-                          f"(last: {last})")
+    raise ScenarioFailure(f"namesrv never {what} within {timeout:.0f}s (last: {last})")
+
+
+def wait_broker_routable(namesrv: str, broker_addr: str, broker: Proc, timeout: float) -> None:
+    """The namesrv must route TBW102 to our broker."""
+    wait_route(namesrv, broker, timeout, lambda route: broker_addr in rm.route_broker_addrs(route),
+               f"routed TBW102 to broker {broker_addr}")
 
 
 def wait_slave_routable(namesrv: str, slave_addr: str, slave: Proc, timeout: float) -> None:
     """The namesrv's route of TBW102 must list our slave as brokerId 1 of BROKER_NAME."""
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while time.monotonic() < deadline:
-        rc = slave.popen.poll()
-        if rc is not None:
-            raise ScenarioFailure(f"slave exited with code {rc} while registering")
-        try:
-            code, route, resp = rm.get_route(namesrv, "TBW102", timeout=2.0)
-            if code == rm.SUCCESS and route:
-                for bd in route.get("brokerDatas") or []:
-                    if bd.get("brokerName") == BROKER_NAME and \
-                            str((bd.get("brokerAddrs") or {}).get("1")) == slave_addr:
-                        return
-            last = f"code {code} remark {resp.remark!r}" if code != rm.SUCCESS else f"route {route}"
-        except (OSError, rm.ProtocolError, TimeoutError, ValueError) as e:
-            last = f"{type(e).__name__}: {e}"
-        time.sleep(0.2)
-    raise ScenarioFailure(f"namesrv never listed slave {slave_addr} as brokerId 1 of {BROKER_NAME} in the route "
-                          f"of TBW102 within {timeout:.0f}s (last: {last})")
+    def listed(route) -> bool:
+        return any(bd.get("brokerName") == BROKER_NAME
+                   and str((bd.get("brokerAddrs") or {}).get("1")) == slave_addr
+                   for bd in route.get("brokerDatas") or [])
+    wait_route(namesrv, slave, timeout, listed,
+               f"listed slave {slave_addr} as brokerId 1 of {BROKER_NAME} in the route of TBW102")
 
 
 def stop_proc(proc: Proc) -> None:

@@ -34,6 +34,22 @@ const BOOT: Duration = Duration::from_secs(30);
 const STOP_BOUND: Duration = Duration::from_secs(20);
 const SHORT: Duration = Duration::from_millis(50);
 
+/// Creates `topic` with `queues` queues on the broker at `broker` and waits until the
+/// name server at `namesrv` routes it.
+fn create_topic_at(namesrv: &str, broker: &str, topic: &str, queues: i32) {
+    let ns = namesrv.to_string();
+    let a =
+        block_on(async move { Admin::new(RemotingClient::new(ClientConfig::default()), vec![ns]) });
+    block_on(a.create_topic(broker, &TopicSpec::new(topic).with_queues(queues)))
+        .unwrap_or_else(|e| panic!("create {topic}: {e}"));
+    wait_until(
+        &format!("route of {topic}"),
+        Duration::from_secs(15),
+        SHORT,
+        || route_brokers(namesrv, topic),
+    );
+}
+
 /// A `ringmq namesrv` child with its config, files and log under `dir`.
 fn spawn_namesrv(dir: &TempDir) -> ServerProcess {
     let ns_dir = dir.path().join("namesrv");
@@ -185,16 +201,7 @@ impl ProcCluster {
     }
 
     fn create_topic(&self, topic: &str, queues: i32) {
-        let a = self.admin();
-        block_on(a.create_topic(&self.addr(), &TopicSpec::new(topic).with_queues(queues)))
-            .unwrap_or_else(|e| panic!("create {topic}: {e}"));
-        let ns = self.namesrv.addr.clone();
-        wait_until(
-            &format!("route of {topic}"),
-            Duration::from_secs(15),
-            SHORT,
-            || route_brokers(&ns, topic),
-        );
+        create_topic_at(&self.namesrv.addr, &self.addr(), topic, queues);
     }
 
     fn pull_all(&self, topic: &str, queues: i32, expected: usize) -> Vec<MessageExt> {

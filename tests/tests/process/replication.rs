@@ -174,23 +174,7 @@ impl ReplicaSet {
     }
 
     fn create_topic(&self, topic: &str) {
-        let ns = self.namesrv.addr.clone();
-        let a =
-            block_on(
-                async move { Admin::new(RemotingClient::new(ClientConfig::default()), vec![ns]) },
-            );
-        block_on(a.create_topic(
-            &self.master.addr(),
-            &TopicSpec::new(topic).with_queues(QUEUES),
-        ))
-        .unwrap_or_else(|e| panic!("create {topic}: {e}"));
-        let ns = self.namesrv.addr.clone();
-        wait_until(
-            &format!("route of {topic}"),
-            Duration::from_secs(15),
-            SHORT,
-            || route_brokers(&ns, topic),
-        );
+        create_topic_at(&self.namesrv.addr, &self.master.addr(), topic, QUEUES);
     }
 }
 
