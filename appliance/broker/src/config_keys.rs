@@ -107,6 +107,10 @@ pub(crate) fn ringmq_key_defaults() -> Vec<(&'static str, String)> {
     vec![
         ("ringmq.appendPerfSampleEvery", "16".to_string()),
         ("ringmq.directWriteRingSize", (64u64 << 20).to_string()),
+        (
+            "ringmq.haThreadNice",
+            ringmq_store::config::DEFAULT_HA_THREAD_NICE.to_string(),
+        ),
         ("ringmq.metricsPort", "0".to_string()),
         (net::FD_RESERVE_KEY, "auto".to_string()),
         (net::LISTEN_MODE_KEY, "acceptor".to_string()),

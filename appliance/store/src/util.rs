@@ -95,6 +95,29 @@ pub fn pin_current_thread(core: Option<usize>, stage: &str) {
     }
 }
 
+/// Sets the calling thread's nice value (`stage` names it in the log). A refusal (no
+/// `CAP_SYS_NICE`, `RLIMIT_NICE` too low) is logged once per stage and the thread keeps
+/// running at the process's value.
+pub fn set_current_thread_nice(nice: i32, stage: &str) {
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: gettid has no preconditions; setpriority only reads its integer arguments.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        tracing::info!(
+            stage,
+            nice,
+            error = %e,
+            "could not lower the thread's nice value (grant CAP_SYS_NICE or LimitNICE={nice}); it runs at the process's"
+        );
+    }
+}
+
 /// Physical RAM in bytes (for "message in memory" decisions).
 pub fn physical_memory_bytes() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.

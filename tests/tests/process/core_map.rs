@@ -52,6 +52,35 @@ fn thread_affinities(pid: u32) -> BTreeMap<String, Vec<Vec<usize>>> {
     out
 }
 
+/// Nice values of the threads named `name` in process `pid` (field 19 of `stat`).
+fn thread_nice(pid: u32, name: &str) -> Vec<i32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("read task dir");
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: fields after the comm start at field 3.
+        let Some((comm, rest)) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(") "))
+        else {
+            continue;
+        };
+        if comm == name {
+            if let Some(nice) = rest.split_whitespace().nth(16).and_then(|v| v.parse().ok()) {
+                out.push(nice);
+            }
+        }
+    }
+    out
+}
+
+/// Whether this test runs as root (so the broker may lower a thread's nice value).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| status_field(&s, "Uid:").split_whitespace().nth(1) == Some("0"))
+        .unwrap_or(false)
+}
+
 /// `key=value` pairs of the map line `prefix ...` in the broker's log.
 fn printed_map(log: &str, prefix: &str) -> BTreeMap<String, String> {
     let line = log
@@ -132,6 +161,15 @@ fn check_broker(extra: &str) -> String {
     match threads.get("ringmq-ha") {
         Some(sets) => assert_eq!(sets, &vec![expect(&map["ha"])], "ringmq-ha vs map {map:?}"),
         None => assert!(!want_ha, "no ringmq-ha thread: {threads:?}"),
+    }
+    if want_ha {
+        // ringmq.haThreadNice (default -10): applied where the process may lower it.
+        let nice = thread_nice(pid, "ringmq-ha");
+        let allowed: &[i32] = if running_as_root() { &[-10] } else { &[-10, 0] };
+        assert!(
+            nice.len() == 1 && allowed.contains(&nice[0]),
+            "ringmq-ha nice {nice:?}, want one of {allowed:?}"
+        );
     }
     let network = &map["network"];
     let net_threads: Vec<_> = threads

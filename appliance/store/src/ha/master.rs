@@ -53,6 +53,7 @@ pub(crate) fn start(shared: &Arc<Shared>) -> Option<JoinHandle<()>> {
         .name("ringmq-ha".into())
         .spawn(move || {
             crate::util::pin_current_thread(s.config.ha_core, "ha");
+            crate::util::set_current_thread_nice(s.config.ha_thread_nice, "ha");
             MasterStage::new(s, listener).run();
         });
     match spawned {

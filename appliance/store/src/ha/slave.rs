@@ -34,6 +34,7 @@ pub(crate) fn start(shared: &Arc<Shared>, put_tx: SyncSender<AppendMsg>) -> Opti
         .name("ringmq-ha-client".into())
         .spawn(move || {
             crate::util::pin_current_thread(s.config.ha_core, "ha-client");
+            crate::util::set_current_thread_nice(s.config.ha_thread_nice, "ha-client");
             run(&s, &put_tx)
         });
     match spawned {
