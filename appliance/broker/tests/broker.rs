@@ -153,6 +153,27 @@ fn config(dir: &Path, namesrv: Option<String>) -> BrokerConfig {
     c
 }
 
+/// [`config`] plus `key=value` lines, each of which must be accepted.
+fn config_with_lines(dir: &Path, extra: &str) -> BrokerConfig {
+    let mut c = config(dir, None);
+    let mut notes = Vec::new();
+    for line in extra.lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            c.apply(k, v, &mut notes);
+        }
+    }
+    assert!(notes.is_empty(), "{notes:?}");
+    c
+}
+
+/// Wall-clock milliseconds since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
 fn send(topic: &str, queue_id: i32, props: &str, body: &[u8]) -> RemotingCommand {
     let mut r = RemotingCommand::request(310, 0);
     for (k, v) in [

@@ -4,29 +4,10 @@
 
 use super::*;
 
-fn timer_config(dir: &Path, extra: &str) -> BrokerConfig {
-    let mut c = config(dir, None);
-    let mut notes = Vec::new();
-    for line in extra.lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            c.apply(k, v, &mut notes);
-        }
-    }
-    assert!(notes.is_empty(), "{notes:?}");
-    c
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 #[test]
 fn timer_message_waits_for_its_time_across_a_restart() {
     let dir = temp_dir("timer-e2e");
-    let broker = Broker::start(timer_config(&dir, "")).expect("broker starts");
+    let broker = Broker::start(config_with_lines(&dir, "")).expect("broker starts");
     let mut c = Client::connect(broker.local_addr());
     let sent_at = now_ms();
     let resp = c.call(send(
@@ -44,7 +25,7 @@ fn timer_message_waits_for_its_time_across_a_restart() {
     drop(c);
     broker.shutdown();
 
-    let broker = Broker::start(timer_config(&dir, "")).expect("broker restarts");
+    let broker = Broker::start(config_with_lines(&dir, "")).expect("broker restarts");
     let mut c = Client::connect(broker.local_addr());
     let deadline = Instant::now() + Duration::from_secs(8);
     let found = loop {
@@ -80,7 +61,8 @@ fn timer_message_waits_for_its_time_across_a_restart() {
 #[test]
 fn timer_refusals_follow_upstream() {
     let dir = temp_dir("timer-refuse");
-    let broker = Broker::start(timer_config(&dir, "timerMaxDelaySec=10")).expect("broker starts");
+    let broker =
+        Broker::start(config_with_lines(&dir, "timerMaxDelaySec=10")).expect("broker starts");
     let mut c = Client::connect(broker.local_addr());
     let r = c.call(send("TopicTR", 0, "TIMER_DELAY_SEC\u{1}11\u{2}", b"x"));
     assert_eq!(r.code, 13, "MESSAGE_ILLEGAL: {:?}", r.remark);
@@ -101,7 +83,7 @@ fn timer_refusals_follow_upstream() {
 
     let dir = temp_dir("timer-off");
     let broker =
-        Broker::start(timer_config(&dir, "timerWheelEnable=false")).expect("broker starts");
+        Broker::start(config_with_lines(&dir, "timerWheelEnable=false")).expect("broker starts");
     let mut c = Client::connect(broker.local_addr());
     let r = c.call(send("TopicTR", 0, "TIMER_DELAY_SEC\u{1}1\u{2}", b"x"));
     assert_eq!(r.code, 1, "SYSTEM_ERROR: {:?}", r.remark);

@@ -8,25 +8,6 @@ use ringmq_broker::metrics::BrokerGauges;
 const GET_TIMER_CHECK_POINT: i32 = 60;
 const GET_TIMER_METRICS: i32 = 61;
 
-fn config_with(dir: &Path, extra: &str) -> BrokerConfig {
-    let mut c = config(dir, None);
-    let mut notes = Vec::new();
-    for line in extra.lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            c.apply(k, v, &mut notes);
-        }
-    }
-    assert!(notes.is_empty(), "{notes:?}");
-    c
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 /// The sample value of the line starting with `prefix` (name plus labels).
 fn sample(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
@@ -68,7 +49,8 @@ fn eventually(max_ms: u64, mut f: impl FnMut() -> bool) -> bool {
 #[test]
 fn timer_families_and_admin_requests_follow_a_delivery() {
     let dir = temp_dir("timer-observability");
-    let broker = Broker::start(config_with(&dir, "timerFlushIntervalMs=100\n")).expect("starts");
+    let broker =
+        Broker::start(config_with_lines(&dir, "timerFlushIntervalMs=100\n")).expect("starts");
     let mut c = Client::connect(broker.local_addr());
     let page = || broker.context().metrics.render(&BrokerGauges::default());
     assert_eq!(sample(&page(), "rocketmq_timer_enqueue_total{"), Some(0.0));
@@ -125,7 +107,8 @@ fn timer_families_and_admin_requests_follow_a_delivery() {
 #[test]
 fn without_a_timer_store_admin_requests_fail_and_no_families_show() {
     let dir = temp_dir("timer-observability-off");
-    let broker = Broker::start(config_with(&dir, "timerWheelEnable=false\n")).expect("starts");
+    let broker =
+        Broker::start(config_with_lines(&dir, "timerWheelEnable=false\n")).expect("starts");
     let mut c = Client::connect(broker.local_addr());
     for (code, remark) in [
         (GET_TIMER_CHECK_POINT, "The checkpoint is null"),

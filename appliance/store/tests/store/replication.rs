@@ -350,13 +350,20 @@ fn bad_reports_close_the_connection_and_the_master_keeps_serving() {
     assert!(put_range(&master, 100, 200)
         .iter()
         .all(|r| r.status == PutMessageStatus::PutOk));
-    let slave = MessageStore::open(slave_config(&sdir, Some(addr))).unwrap();
+    let (slave, _) = caught_up_slave(&master, &sdir, addr);
+    slave.shutdown();
+    master.shutdown();
+}
+
+/// A slave opened in `dir` against the master at `addr`, once it holds everything the
+/// master has now; returns it with that max offset.
+fn caught_up_slave(master: &MessageStore, dir: &Path, addr: SocketAddr) -> (MessageStore, i64) {
+    let slave = MessageStore::open(slave_config(dir, Some(addr))).unwrap();
     let max = master.commit_log_max_offset();
     eventually("the slave to catch up", Duration::from_secs(20), || {
         slave.commit_log_max_offset() == max
     });
-    slave.shutdown();
-    master.shutdown();
+    (slave, max)
 }
 
 /// A fake master listening on 127.0.0.1 for one slave connection: returns the slave's
@@ -380,11 +387,7 @@ fn a_slave_closes_on_garbage_frames_and_offset_mismatch_and_appends_nothing() {
     assert!(put_range(&master, 0, 10)
         .iter()
         .all(|r| r.status == PutMessageStatus::PutOk));
-    let slave = MessageStore::open(slave_config(&sdir, Some(addr))).unwrap();
-    let max = master.commit_log_max_offset();
-    eventually("the slave to catch up", Duration::from_secs(20), || {
-        slave.commit_log_max_offset() == max
-    });
+    let (slave, max) = caught_up_slave(&master, &sdir, addr);
     master.shutdown();
 
     let fake = TcpListener::bind("127.0.0.1:0").unwrap();
