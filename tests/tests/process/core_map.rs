@@ -128,14 +128,6 @@ fn check_broker(extra: &str) -> String {
     if want_ha {
         stages.push("ringmq-ha");
     }
-    let deadline = Instant::now() + THREADS_BOUND;
-    let threads = loop {
-        let t = thread_affinities(pid);
-        if stages.iter().all(|s| t.contains_key(*s)) || Instant::now() > deadline {
-            break t;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
     let log = std::fs::read_to_string(&broker.log).expect("broker log");
     let map = printed_map(&log, "cores: available=");
     let expect = |placement: &str| {
@@ -144,6 +136,25 @@ fn check_broker(extra: &str) -> String {
         } else {
             cores(placement)
         }
+    };
+    let key_of = |stage: &str| match stage {
+        "ringmq-append" => "append",
+        "ringmq-flush" | "ringmq-flush-io" => "flush",
+        "ringmq-reput" => "reput",
+        _ => "ha",
+    };
+    // Each stage thread pins itself once it runs: wait until every one exists and sits
+    // where the map says (or the bound passes and the asserts below report it).
+    let deadline = Instant::now() + THREADS_BOUND;
+    let threads = loop {
+        let t = thread_affinities(pid);
+        let settled = stages
+            .iter()
+            .all(|s| t.get(*s) == Some(&vec![expect(&map[key_of(s)])]));
+        if settled || Instant::now() > deadline {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     };
     for (thread, key) in [
         ("ringmq-append", "append"),
