@@ -1382,5 +1382,7 @@ fn admin_update_broker_config_applies_live() {
     }
 }
 
+#[path = "cluster/acl.rs"]
+mod acl;
 #[path = "cluster/namesrv_restart.rs"]
 mod namesrv_restart;

@@ -97,6 +97,7 @@ impl Broker {
         store: Option<Arc<dyn StoreApi>>,
     ) -> Result<Broker, BrokerError> {
         apply_role_rule(&mut config)?;
+        let acl = crate::acl::open(&config).map_err(BrokerError::Config)?;
         let (bind_ip, tuning, core_map) = startup_settings(&config, store.is_none())?;
         // The handler exists before the context so the listener can be bound first and the
         // real port (listenPort=0 in tests) written into STOREHOST and the registration.
@@ -114,6 +115,9 @@ impl Broker {
         };
         let (topics, groups, offsets, delay_offsets) = opened.managers;
         let ctx = BrokerContext::new(config, topics, groups, offsets, delay_offsets, opened.store);
+        if let Some(acl) = acl {
+            let _ = ctx.acl.set(acl);
+        }
         attach_cores_to_store(&ctx, &servers);
         ctx.hold
             .attach_cores(servers.iter().flat_map(Server::core_handles));
@@ -532,8 +536,12 @@ fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<(
                     .flush_consumer_offset_interval_ms
                     .clamp(100, 600_000),
             );
-            let (mut last_offsets, mut last_scan, mut last_delay) =
-                (Instant::now(), Instant::now(), Instant::now());
+            let (mut last_offsets, mut last_scan, mut last_delay, mut last_acl) = (
+                Instant::now(),
+                Instant::now(),
+                Instant::now(),
+                Instant::now(),
+            );
             while !stop2.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(50));
                 if last_offsets.elapsed() >= offset_period {
@@ -546,6 +554,12 @@ fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<(
                     last_delay = Instant::now();
                     if let Err(e) = ctx.delay_offsets.persist() {
                         tracing::error!("cannot persist delayOffset.json: {e}; will retry");
+                    }
+                }
+                if last_acl.elapsed() >= Duration::from_millis(crate::acl::RELOAD_CHECK_MS) {
+                    last_acl = Instant::now();
+                    if let Some(acl) = ctx.acl.get() {
+                        acl.reload_if_changed();
                     }
                 }
                 if last_scan.elapsed() >= Duration::from_millis(EXPIRY_SCAN_MS) {
@@ -579,6 +593,13 @@ impl RequestHandler for BrokerHandler {
                     .into(),
             );
         };
+        if let Some(refusal) = ctx
+            .acl
+            .get()
+            .and_then(|acl| crate::acl::refusal(acl, &request, rc))
+        {
+            return refusal;
+        }
         let (started, request_code) = (Instant::now(), request.code);
         let reply = crate::processor::dispatch(ctx, request, rc);
         if let Reply::Now(r) = &reply {

@@ -298,6 +298,8 @@ broker_config! {
     max_transfer_count_on_message_in_memory: u32 = "maxTransferCountOnMessageInMemory", 32;
     /// `diskMaxUsedSpaceRatio`
     disk_max_used_space_ratio_percent: u32 = "diskMaxUsedSpaceRatio", 75;
+    /// `aclEnable`: every request needs a known AccessKey and a valid Signature (plain ACL).
+    acl_enable: bool = "aclEnable", false;
     /// `timerWheelEnable`: accept timer messages (off → WHEEL_TIMER_NOT_ENABLE).
     timer_wheel_enable: bool = "timerWheelEnable", true;
     /// `timerPrecisionMs`: slot length of the timing wheel.
@@ -714,6 +716,9 @@ pub(crate) fn plan_core_map(
 pub(crate) fn is_read_elsewhere(key: &str) -> bool {
     const KEYS: &[&str] = &[
         "ringmq.metricsPort",
+        "ringmq.aclPlainFile",
+        // Where the ACL files live (`<rocketmqHome>/conf/plain_acl.yml`).
+        "rocketmqHome",
         "metricsExporterType",
         "metricsPromExporterHost",
         "metricsPromExporterPort",

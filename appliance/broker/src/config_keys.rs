@@ -112,6 +112,10 @@ pub(crate) fn ringmq_key_defaults() -> Vec<(&'static str, String)> {
             ringmq_store::config::DEFAULT_HA_THREAD_NICE.to_string(),
         ),
         ("ringmq.metricsPort", "0".to_string()),
+        (
+            "ringmq.aclPlainFile",
+            ringmq_acl::store::DEFAULT_PLAIN_FILE.to_string(),
+        ),
         (net::FD_RESERVE_KEY, "auto".to_string()),
         (net::LISTEN_MODE_KEY, "acceptor".to_string()),
         (
@@ -193,8 +197,14 @@ mod tests {
                 assert_eq!(format!("{t:?}"), net_base, "{key}={value}");
                 continue;
             }
-            assert_eq!(key, "ringmq.metricsPort");
             let (mut c, _) = crate::config::BrokerConfig::from_properties_text("");
+            if key == "ringmq.aclPlainFile" {
+                let unset = crate::acl::plain_file(&c).to_string();
+                c.extra.insert(key.to_string(), value);
+                assert_eq!(crate::acl::plain_file(&c), unset);
+                continue;
+            }
+            assert_eq!(key, "ringmq.metricsPort");
             c.extra.insert(key.to_string(), value);
             assert_eq!(crate::metrics::endpoint_addr(&c), Ok(None));
         }

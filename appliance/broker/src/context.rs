@@ -49,6 +49,8 @@ pub struct BrokerContext {
     pub metrics: crate::metrics::BrokerMetrics,
     /// The timing wheel of timer messages, once started (master with `timerWheelEnable`).
     pub timer: crate::timer::TimerHandle,
+    /// The plain ACL files and rules, set once at start when `aclEnable=true`.
+    pub acl: std::sync::OnceLock<Arc<ringmq_acl::AclStore>>,
 }
 
 impl BrokerContext {
@@ -111,6 +113,7 @@ impl BrokerContext {
             ),
             live: crate::live_config::LiveConfig::new(&config),
             timer: crate::timer::TimerHandle::default(),
+            acl: std::sync::OnceLock::new(),
             config,
         })
     }

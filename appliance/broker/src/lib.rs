@@ -1,6 +1,7 @@
 //! The ringmq broker: RocketMQ's produce/consume path on top of the runtime (network cores)
 //! and the store (append, flush, reput stages).
 
+pub mod acl;
 pub mod broker;
 pub mod client;
 pub mod clock;

@@ -66,7 +66,10 @@ pub(crate) fn dispatch_after_queue(
         C::EndTransaction => crate::transaction::end_transaction(ctx, request, rc),
         _ => match admin::process(ctx, &request, rc) {
             Some(reply) => reply,
-            None => not_supported(&request),
+            None => match crate::acl::process(ctx, &request) {
+                Some(reply) => reply,
+                None => not_supported(&request),
+            },
         },
     }
 }

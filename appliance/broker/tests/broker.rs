@@ -14,6 +14,8 @@ use ringmq_remoting::message::properties;
 use ringmq_remoting::message::record::{decode_record, Decoded};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
+#[path = "broker/acl.rs"]
+mod acl;
 #[path = "broker/config_update_validation.rs"]
 mod config_update_validation;
 #[path = "broker/layering.rs"]

@@ -11,6 +11,7 @@
 //! producer groups, offsets), [`message`], [`namesrv`], [`stats`]; [`cli`] parses,
 //! [`out`] prints and words errors, [`ctx`] holds the connection and shared lookups.
 
+mod acl;
 mod broker;
 mod cli;
 mod cluster;
@@ -35,6 +36,7 @@ fn commands() -> Vec<&'static Cmd> {
     [
         topic::COMMANDS,
         cluster::COMMANDS,
+        acl::COMMANDS,
         broker::COMMANDS,
         group::COMMANDS,
         ha::COMMANDS,
@@ -74,6 +76,11 @@ async fn dispatch(name: &str, ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
         "deleteExpiredCommitLog" => broker::delete_expired_commit_log(ctx, m, out).await,
         "brokerConsumeStats" => broker::broker_consume_stats(ctx, m, out).await,
         "haStatus" => ha::ha_status(ctx, m, out).await,
+        "updateAclConfig" => acl::update_acl_config(ctx, m, out).await,
+        "deleteAclConfig" => acl::delete_acl_config(ctx, m, out).await,
+        "updateGlobalWhiteAddr" => acl::update_global_white_addr(ctx, m, out).await,
+        "clusterAclConfigVersion" => acl::cluster_acl_config_version(ctx, m, out).await,
+        "getAclConfig" => acl::get_acl_config(ctx, m, out).await,
         "updateSubGroup" => group::update_sub_group(ctx, m, out).await,
         "deleteSubGroup" => group::delete_sub_group(ctx, m, out).await,
         "consumerProgress" => group::consumer_progress(ctx, m, out).await,
@@ -148,9 +155,16 @@ pub fn main(args: &[String]) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let namesrv = ctx::namesrv_addrs(m.get("namesrvAddr"));
+    let credentials = match ctx::credentials(m.get("access-key"), m.get("secret-key")) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mqadmin {name}: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut out = Out::stdout(m.json());
     let result = ringmq_client::block_on(async {
-        let ctx = Ctx::new(namesrv);
+        let ctx = Ctx::new(namesrv, credentials);
         dispatch(cmd.name, &ctx, &m, &mut out).await
     });
     match result {

@@ -129,9 +129,33 @@ pub struct BenchArgs {
     /// Do not read the brokers' stage profile (runtime info) before and after the run.
     #[arg(long = "no-broker-profile")]
     pub no_broker_profile: bool,
+    /// Sign every request with this ACL account (brokers with aclEnable=true).
+    #[arg(long = "access-key", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// The secret of --access-key.
+    #[arg(long = "secret-key", requires = "access_key")]
+    pub secret_key: Option<String>,
 }
 
 impl BenchArgs {
+    /// The client settings every connection of the run uses: the request timeout and,
+    /// with `--access-key`, the account requests are signed with.
+    fn client_config(&self) -> ClientConfig {
+        let credentials = match (&self.access_key, &self.secret_key) {
+            (Some(ak), Some(sk)) => Some(ringmq_acl::Credentials {
+                access_key: ak.clone(),
+                secret_key: sk.clone(),
+                security_token: None,
+            }),
+            _ => None,
+        };
+        ClientConfig {
+            request_timeout_ms: self.timeout_ms,
+            credentials,
+            ..ClientConfig::default()
+        }
+    }
+
     fn namesrv_addrs(&self) -> Vec<String> {
         self.namesrv
             .split(';')
@@ -190,28 +214,26 @@ pub struct BenchSummary {
 /// The brokers' stage profiles taken before the run.
 struct BrokerProbe {
     namesrv_addrs: Vec<String>,
-    timeout_ms: u64,
+    client: ClientConfig,
     before: Vec<(String, BrokerStageProfile)>,
 }
 
 impl BrokerProbe {
     /// A fresh admin client on this thread's runtime (the one used before the run sat idle
     /// for the whole run, so the after-read does not depend on its connection).
-    fn admin(namesrv_addrs: &[String], timeout_ms: u64) -> Admin {
-        let client = RemotingClient::new(ClientConfig {
-            request_timeout_ms: timeout_ms,
-            ..ClientConfig::default()
-        });
-        Admin::new(client, namesrv_addrs.to_vec()).with_timeout(Duration::from_millis(timeout_ms))
+    fn admin(namesrv_addrs: &[String], config: &ClientConfig) -> Admin {
+        let timeout = Duration::from_millis(config.request_timeout_ms);
+        let client = RemotingClient::new(config.clone());
+        Admin::new(client, namesrv_addrs.to_vec()).with_timeout(timeout)
     }
 
     /// Reads every master's profile; None (with a note on stderr) when that fails, so a
     /// broker without runtime info never stops a benchmark.
     fn before(args: &BenchArgs) -> Option<BrokerProbe> {
         let namesrv_addrs = args.namesrv_addrs();
-        let timeout_ms = args.timeout_ms;
+        let client = args.client_config();
         let read = block_on(async {
-            let admin = Self::admin(&namesrv_addrs, timeout_ms);
+            let admin = Self::admin(&namesrv_addrs, &client);
             let mut out = Vec::new();
             for addr in admin.all_master_addrs().await? {
                 let p = admin.stage_profile(&addr).await?;
@@ -222,7 +244,7 @@ impl BrokerProbe {
         match read {
             Ok(before) if !before.is_empty() => Some(BrokerProbe {
                 namesrv_addrs,
-                timeout_ms,
+                client,
                 before,
             }),
             Ok(_) => {
@@ -239,7 +261,7 @@ impl BrokerProbe {
     /// Reads the same brokers again and returns the difference.
     fn after(self) -> Option<StageDelta> {
         let read = block_on(async {
-            let admin = Self::admin(&self.namesrv_addrs, self.timeout_ms);
+            let admin = Self::admin(&self.namesrv_addrs, &self.client);
             let mut out = Vec::new();
             for (addr, _) in &self.before {
                 out.push(admin.stage_profile(addr).await?);
@@ -718,9 +740,8 @@ fn producer_thread(
             send_timeout_ms: args.timeout_ms,
             compress_threshold_bytes: None,
             client: ClientConfig {
-                request_timeout_ms: args.timeout_ms,
                 connections_per_address: connections,
-                ..ClientConfig::default()
+                ..args.client_config()
             },
             ..ProducerConfig::default()
         });
@@ -933,10 +954,7 @@ fn consumer_thread(
                 .clone()
                 .unwrap_or_else(|| "benchmark_consumer".into()),
             namesrv_addrs: args.namesrv_addrs(),
-            client: ClientConfig {
-                request_timeout_ms: args.timeout_ms,
-                ..ClientConfig::default()
-            },
+            client: args.client_config(),
             ..PullConsumerConfig::default()
         });
         let queues = match consumer.subscribe_queues(&args.topic).await {

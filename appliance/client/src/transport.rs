@@ -61,6 +61,8 @@ pub struct ClientConfig {
     pub write_high_water_bytes: usize,
     /// How often the timeout sweeper scans in-flight requests (only while any are in flight).
     pub timeout_scan_interval_ms: u64,
+    /// When set, every request is signed with this account (brokers with `aclEnable=true`).
+    pub credentials: Option<ringmq_acl::Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -74,6 +76,7 @@ impl Default for ClientConfig {
             serialize_type: SerializeType::Json,
             write_high_water_bytes: 4 * 1024 * 1024,
             timeout_scan_interval_ms: 10,
+            credentials: None,
         }
     }
 }
@@ -713,9 +716,10 @@ impl RemotingClient {
     pub async fn invoke(
         &self,
         addr: &str,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand> {
+        self.sign(&mut request);
         let conn = self.connection(addr).await?;
         conn.request(self.next_opaque(), request, timeout).await
     }
@@ -729,6 +733,7 @@ impl RemotingClient {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<RemotingCommand> {
+        self.sign(&mut request);
         let conn = self.connection(addr).await?;
         let opaque = self.next_opaque();
         request.opaque = opaque;
@@ -742,6 +747,14 @@ impl RemotingClient {
         .await
     }
 
+    /// Adds `AccessKey` and `Signature` when the client has credentials; the last change
+    /// to a request before it is written, so the signature covers the final header.
+    fn sign(&self, request: &mut RemotingCommand) {
+        if let Some(credentials) = &self.inner.config.credentials {
+            ringmq_acl::sign(request, credentials);
+        }
+    }
+
     /// [`RemotingClient::invoke`] with the configured default timeout.
     pub async fn invoke_default(
         &self,
@@ -752,7 +765,8 @@ impl RemotingClient {
     }
 
     /// Sends `request` with the oneway flag; returns once it is queued for writing.
-    pub async fn invoke_oneway(&self, addr: &str, request: RemotingCommand) -> Result<()> {
+    pub async fn invoke_oneway(&self, addr: &str, mut request: RemotingCommand) -> Result<()> {
+        self.sign(&mut request);
         let conn = self.connection(addr).await?;
         conn.oneway(self.next_opaque(), request).await
     }

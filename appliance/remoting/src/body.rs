@@ -3,6 +3,7 @@
 //! [`crate::json::parse`]'s values, and [`decode_json`] / [`to_standard_json`] put the same
 //! reader in front of types that derive `serde::Deserialize`.
 
+pub mod acl;
 pub mod cluster;
 pub mod consumer;
 pub mod ha;

@@ -193,6 +193,16 @@ pub enum RequestCode {
     UpdateAndCreateTopic = 17,
     /// `UPDATE_AND_CREATE_TOPIC_LIST`
     UpdateAndCreateTopicList = 18,
+    /// `UPDATE_AND_CREATE_ACL_CONFIG` (plain ACL; upstream dropped it in 5.3 with ACL 1.0)
+    UpdateAndCreateAclConfig = 50,
+    /// `DELETE_ACL_CONFIG`
+    DeleteAclConfig = 51,
+    /// `GET_BROKER_CLUSTER_ACL_INFO`
+    GetBrokerClusterAclInfo = 52,
+    /// `UPDATE_GLOBAL_WHITE_ADDRS_CONFIG`
+    UpdateGlobalWhiteAddrsConfig = 53,
+    /// `GET_BROKER_CLUSTER_ACL_CONFIG`
+    GetBrokerClusterAclConfig = 54,
     /// `GET_ALL_TOPIC_CONFIG`
     GetAllTopicConfig = 21,
     /// `GET_TOPIC_CONFIG_LIST`
@@ -458,6 +468,11 @@ impl RequestCode {
             321 => Self::QueryConsumeQueue,
             17 => Self::UpdateAndCreateTopic,
             18 => Self::UpdateAndCreateTopicList,
+            50 => Self::UpdateAndCreateAclConfig,
+            51 => Self::DeleteAclConfig,
+            52 => Self::GetBrokerClusterAclInfo,
+            53 => Self::UpdateGlobalWhiteAddrsConfig,
+            54 => Self::GetBrokerClusterAclConfig,
             21 => Self::GetAllTopicConfig,
             22 => Self::GetTopicConfigList,
             23 => Self::GetTopicNameList,
@@ -623,6 +638,11 @@ impl RequestCode {
             Self::QueryConsumeQueue => "QUERY_CONSUME_QUEUE",
             Self::UpdateAndCreateTopic => "UPDATE_AND_CREATE_TOPIC",
             Self::UpdateAndCreateTopicList => "UPDATE_AND_CREATE_TOPIC_LIST",
+            Self::UpdateAndCreateAclConfig => "UPDATE_AND_CREATE_ACL_CONFIG",
+            Self::DeleteAclConfig => "DELETE_ACL_CONFIG",
+            Self::GetBrokerClusterAclInfo => "GET_BROKER_CLUSTER_ACL_INFO",
+            Self::UpdateGlobalWhiteAddrsConfig => "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG",
+            Self::GetBrokerClusterAclConfig => "GET_BROKER_CLUSTER_ACL_CONFIG",
             Self::GetAllTopicConfig => "GET_ALL_TOPIC_CONFIG",
             Self::GetTopicConfigList => "GET_TOPIC_CONFIG_LIST",
             Self::GetTopicNameList => "GET_TOPIC_NAME_LIST",
@@ -999,4 +1019,16 @@ impl ResponseCode {
             Self::PolicyNotExist => "POLICY_NOT_EXIST",
         }
     }
+}
+
+/// Failure codes of the plain ACL admin requests. Upstream gives POP's POLLING_FULL,
+/// POLLING_TIMEOUT and BROKER_NOT_EXIST the same numbers, so these are constants beside
+/// [`ResponseCode`] rather than variants of it.
+pub mod acl_failed {
+    /// UPDATE_AND_CREATE_ACL_CONFIG (50) failed.
+    pub const UPDATE_AND_CREATE_ACL_CONFIG: i32 = 209;
+    /// DELETE_ACL_CONFIG (51) failed.
+    pub const DELETE_ACL_CONFIG: i32 = 210;
+    /// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53) failed.
+    pub const UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: i32 = 211;
 }

@@ -434,6 +434,11 @@ pub fn check_required_for_code(code: i32, fields: &ExtFields) -> Result<(), Head
         }
         C::PullMessage | C::LitePullMessage => PullMessageRequestHeader::check_required(fields),
         C::DeleteTopicInBroker => DeleteTopicRequestHeader::check_required(fields),
+        C::UpdateAndCreateAclConfig => CreateAccessConfigRequestHeader::check_required(fields),
+        C::DeleteAclConfig => DeleteAccessConfigRequestHeader::check_required(fields),
+        C::UpdateGlobalWhiteAddrsConfig => {
+            UpdateGlobalWhiteAddrsConfigRequestHeader::check_required(fields)
+        }
         C::QueryConsumerOffset => QueryConsumerOffsetRequestHeader::check_required(fields),
         C::GetMaxOffset => GetMaxOffsetRequestHeader::check_required(fields),
         C::GetMinOffset => GetMinOffsetRequestHeader::check_required(fields),

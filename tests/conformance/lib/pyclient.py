@@ -74,6 +74,17 @@ _dll.SetProducerCompressMsgBodyOverHowmuch.argtypes = [c_void_p, c_int]
 _dll.SetProducerCompressMsgBodyOverHowmuch.restype = c_int
 
 
+_dll.SetProducerInstanceName.argtypes = [c_void_p, ctypes.c_char_p]
+_dll.SetProducerInstanceName.restype = c_int
+
+
+def set_producer_instance_name(producer: Producer, name: str) -> None:
+    """The core's instance name (the Python wrapper exposes it for push consumers only)."""
+    rc = _dll.SetProducerInstanceName(producer._handle, name.encode("utf-8"))
+    if rc != 0:
+        raise RuntimeError(f"SetProducerInstanceName failed: {rc}")
+
+
 def set_compress_over(producer: Producer, nbytes: int) -> None:
     """SetProducerCompressMsgBodyOverHowmuch: bodies larger than this are zlib-compressed (default 4 KiB)."""
     rc = _dll.SetProducerCompressMsgBodyOverHowmuch(producer._handle, int(nbytes))

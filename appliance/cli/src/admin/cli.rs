@@ -69,6 +69,8 @@ pub const COMMON: &[Opt] = &[
     flag("h", "help", "print this help"),
     opt("n", "namesrvAddr", "name server address list, e.g. '192.168.0.1:9876;192.168.0.2:9876' (default: $NAMESRV_ADDR)"),
     Opt { short: None, long: "json", arg: false, required: false, help: "print the result as JSON (ringmq)" },
+    long_only("access-key", "sign every request with this ACL account (ringmq; default: accessKey of $ROCKETMQ_HOME/conf/tools.yml)"),
+    long_only("secret-key", "the secret of --access-key (ringmq; default: secretKey of $ROCKETMQ_HOME/conf/tools.yml)"),
 ];
 
 /// A sub-command: its mqadmin name, a one-line description, its own options, and groups

@@ -38,6 +38,29 @@ pub fn namesrv_addrs(flag: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// The account mqadmin signs with: `--access-key`/`--secret-key`, else upstream tools'
+/// `$ROCKETMQ_HOME/conf/tools.yml`, else none (requests go unsigned, as upstream's do).
+pub fn credentials(
+    access_key: Option<&str>,
+    secret_key: Option<&str>,
+) -> Result<Option<ringmq_acl::Credentials>, String> {
+    match (access_key, secret_key) {
+        (Some(ak), Some(sk)) => Ok(Some(ringmq_acl::Credentials {
+            access_key: ak.trim().to_string(),
+            secret_key: sk.trim().to_string(),
+            security_token: None,
+        })),
+        (Some(_), None) | (None, Some(_)) => {
+            Err("--access-key and --secret-key go together".to_string())
+        }
+        (None, None) => Ok(std::env::var("ROCKETMQ_HOME")
+            .ok()
+            .map(|home| std::path::Path::new(&home).join("conf/tools.yml"))
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .and_then(|text| ringmq_acl::config::tools_credentials(&text))),
+    }
+}
+
 /// mqadmin's `BrokerData.selectBrokerAddr`: the master, else the lowest-id slave.
 pub fn select_addr(bd: &BrokerData) -> Option<String> {
     bd.broker_addrs
@@ -54,10 +77,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Builds the client; must run inside the client runtime (`block_on`).
-    pub fn new(namesrv: Vec<String>) -> Self {
+    /// Builds the client; must run inside the client runtime (`block_on`). With
+    /// `credentials`, every request is signed for brokers running with `aclEnable=true`.
+    pub fn new(namesrv: Vec<String>, credentials: Option<ringmq_acl::Credentials>) -> Self {
         let config = ClientConfig {
             request_timeout_ms: ADMIN_TIMEOUT.as_millis() as u64,
+            credentials,
             ..ClientConfig::default()
         };
         let client = RemotingClient::new(config);

@@ -322,3 +322,48 @@ command_header! {
         config_type: String = "configType";
     }
 }
+
+command_header! {
+    /// `CreateAccessConfigRequestHeader` (code 50, plain ACL). The permission lists are
+    /// comma-joined; an absent field leaves the account's value as it is.
+    CreateAccessConfigRequestHeader {
+        access_key: String = "accessKey";
+        secret_key: Option<String> = "secretKey";
+        white_remote_address: Option<String> = "whiteRemoteAddress";
+        admin: Option<bool> = "admin";
+        default_topic_perm: Option<String> = "defaultTopicPerm";
+        default_group_perm: Option<String> = "defaultGroupPerm";
+        topic_perms: Option<String> = "topicPerms";
+        group_perms: Option<String> = "groupPerms";
+    }
+}
+
+command_header! {
+    /// `DeleteAccessConfigRequestHeader` (code 51).
+    DeleteAccessConfigRequestHeader {
+        access_key: String = "accessKey";
+    }
+}
+
+command_header! {
+    /// `UpdateGlobalWhiteAddrsConfigRequestHeader` (code 53). Upstream marks the file path
+    /// required but treats an empty one as the default file; ringmq accepts it absent too.
+    UpdateGlobalWhiteAddrsConfigRequestHeader {
+        /// Comma-joined address patterns.
+        global_white_addrs: String = "globalWhiteAddrs";
+        acl_file_full_path: Option<String> = "aclFileFullPath";
+    }
+}
+
+command_header! {
+    /// `GetBrokerAclConfigResponseHeader` (code 52's answer).
+    GetBrokerAclConfigResponseHeader {
+        /// The default ACL file's DataVersion JSON.
+        version: String = "version";
+        /// JSON map of every ACL file's path to its DataVersion.
+        all_acl_file_version: Option<String> = "allAclFileVersion";
+        broker_name: Option<String> = "brokerName";
+        broker_addr: Option<String> = "brokerAddr";
+        cluster_name: String = "clusterName";
+    }
+}
