@@ -9,6 +9,9 @@ Pure helpers (`encode_request`, `decode_frame`, `parse_kvtable`) are unit-tested
 sockets in test_run.py.
 """
 
+import base64
+import hashlib
+import hmac
 import json
 import socket
 import struct
@@ -23,8 +26,42 @@ class RemotingError(Exception):
     pass
 
 
+# (accessKey, secretKey) every call signs with, for brokers running plain ACL; see `signing`.
+_credentials = None
+
+
+class signing:
+    """`with signing(("ak", "sk")):` signs every call made inside (the ACL cell's probes)."""
+
+    def __init__(self, credentials):
+        self.credentials = credentials
+
+    def __enter__(self):
+        global _credentials
+        self.saved, _credentials = _credentials, self.credentials
+        return self
+
+    def __exit__(self, *exc):
+        global _credentials
+        _credentials = self.saved
+
+
+def signed_fields(ext_fields, body, credentials):
+    """`ext_fields` plus AccessKey and Signature: HmacSHA1(secret, the values in key order,
+    then the body), Base64."""
+    access_key, secret_key = credentials
+    fields = {k: str(v) for k, v in (ext_fields or {}).items() if k != "Signature"}
+    fields["AccessKey"] = access_key
+    content = "".join(fields[k] for k in sorted(fields)).encode() + body
+    digest = hmac.new(secret_key.encode(), content, hashlib.sha1).digest()
+    fields["Signature"] = base64.b64encode(digest).decode()
+    return fields
+
+
 def encode_request(code, opaque, ext_fields=None, body=b""):
     """One frame: total length, header length (type byte 0 = JSON), JSON header, body."""
+    if _credentials:
+        ext_fields = signed_fields(ext_fields, body, _credentials)
     header = {
         "code": code,
         "extFields": dict(ext_fields or {}),

@@ -73,6 +73,21 @@ def matrix_cells():
     return cells
 
 
+# The account the ACL cell's broker file holds and every request of that cell signs with.
+ACL_ACCOUNT = ("benchAdmin01", "bench-secret-01")
+
+
+def acl_cells():
+    """ASYNC_FLUSH/mmap with plain ACL on and every request signed: the cost of the check."""
+    return [{"name": "ASYNC_FLUSH/mmap+ACL", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+             "role": "ASYNC_MASTER", "slave": False, "acl": True}]
+
+
+def acl_file():
+    """plain_acl.yml of the ACL cell: one admin account, no white addresses."""
+    return ("accounts:\n  - accessKey: %s\n    secretKey: %s\n    admin: true\n" % ACL_ACCOUNT)
+
+
 def ha_cells():
     """Replication cells, run only when the master listens on haListenPort."""
     return [{"name": "ASYNC_FLUSH/mmap+%s" % role, "flush": "ASYNC_FLUSH", "write_mode": "mmap",
@@ -124,6 +139,8 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
         "brokerRole=%s" % (role or cell["role"]),
         "autoCreateTopicEnable=true",
     ]
+    if cell.get("acl"):
+        lines += ["aclEnable=true", "rocketmqHome=%s" % os.path.dirname(store_dir)]
     if ha_master:
         # Without it a slave learns the master's HA address from its registration answer,
         # which names the master only once the master has registered (up to 30 s later).
@@ -137,7 +154,7 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
     return "\n".join(lines) + "\n"
 
 
-def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=None):
+def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=None, acl=False):
     argv = [binary, "bench", "producer", "-n", namesrv, "-t", topic,
             "-s", str(s["size"]), "-w", str(concurrency or s["concurrency"]),
             "-c", str(s["connections"]), "--threads", str(s["threads"]),
@@ -145,6 +162,8 @@ def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=Non
             "--quiet", "--json"]
     if rate:
         argv += ["-r", str(rate)]
+    if acl:
+        argv += ["--access-key", ACL_ACCOUNT[0], "--secret-key", ACL_ACCOUNT[1]]
     return argv
 
 
@@ -269,6 +288,10 @@ class Cluster:
         self.namesrv = "127.0.0.1:%d" % ns_port
         self.broker_addr = "127.0.0.1:%d" % broker_ports[0]
         self.ha_port = broker_ports[0] + 1
+        if self.cell.get("acl"):
+            os.makedirs(os.path.join(self.dir, "conf"), exist_ok=True)
+            with open(os.path.join(self.dir, "conf", "plain_acl.yml"), "w") as f:
+                f.write(acl_file())
         ns_conf = os.path.join(self.dir, "namesrv.conf")
         with open(ns_conf, "w") as f:
             f.write(namesrv_conf(ns_port, self.dir))
@@ -503,7 +526,8 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None, rate=None):
     ticks0, tasks0, mach0 = read_ticks(pid), read_tasks(pid), read_machine()
     w0 = time.monotonic()
     summary, stdout, stderr, client_cpu = run_bench(
-        bench_argv(binary, cluster.namesrv, s, secs, concurrency, rate=rate), timeout=secs + 60)
+        bench_argv(binary, cluster.namesrv, s, secs, concurrency, rate=rate,
+                   acl=cluster.cell.get("acl")), timeout=secs + 60)
     ticks1, tasks1, mach1 = read_ticks(pid), read_tasks(pid), read_machine()
     samples = sampler.finish() if sampler else None
     wall = time.monotonic() - w0
@@ -595,6 +619,12 @@ def paced_run(binary, cluster, s):
 
 def run_cell(binary, cell, s, logdir, tag, notes):
     """Fresh cluster, warm-up, one measured run. Returns a run dict (or one with error)."""
+    # The ACL cell's broker refuses unsigned requests: the harness's own probes sign too.
+    with remoting.signing(ACL_ACCOUNT if cell.get("acl") else None):
+        return run_cell_signed(binary, cell, s, logdir, tag, notes)
+
+
+def run_cell_signed(binary, cell, s, logdir, tag, notes):
     try:
         disk_probe = disk.probe(TMP_BASE)
     except OSError as e:
@@ -611,7 +641,8 @@ def run_cell(binary, cell, s, logdir, tag, notes):
             # Measuring before the slave attaches would time a master without a slave.
             wait_until(cluster.slave_connected, 30, "the slave's HA connection",
                        cluster.slave.alive, step=0.2)
-        warm, _, werr, _ = run_bench(bench_argv(binary, cluster.namesrv, s, s["warmup_secs"]),
+        warm, _, werr, _ = run_bench(bench_argv(binary, cluster.namesrv, s, s["warmup_secs"],
+                                                acl=cell.get("acl")),
                                      timeout=s["warmup_secs"] + 60)
         if warm is None:
             run = {"error": "warm-up failed: %s" % (werr.strip().splitlines() or ["?"])[-1]}
@@ -702,6 +733,8 @@ def run_matrix(args, s, out):
     cells = matrix_cells()
     if not args.no_ha:
         cells += ha_cells()
+    if not args.no_acl:
+        cells += acl_cells()
     if args.cells:
         wanted = set(args.cells.split(","))
         cells = [c for c in cells if c["name"] in wanted]
@@ -975,6 +1008,8 @@ def build_parser():
                     help="put the new table into benches/README.md's latest-results block")
     ap.add_argument("--cells", help="comma-separated cell names to run (default: all)")
     ap.add_argument("--no-ha", action="store_true", help="skip the replication cells")
+    ap.add_argument("--no-acl", action="store_true",
+                    help="skip the ACL cell (ASYNC_FLUSH/mmap with aclEnable and signed requests)")
     ap.add_argument("--no-disk", action="store_true", help="skip the raw-disk measurements")
     ap.add_argument("--warmup", type=int, help="warm-up seconds per cell")
     ap.add_argument("--measure", type=int, help="measured seconds per cell")
@@ -1005,7 +1040,7 @@ def dry_run(args, s):
     print("  load: %d B bodies, sync sends, -w %s, -c %d, --threads %d; warm-up %ds, measure %ds, "
           "%d pass(es)" % (s["size"], s["concurrency"] or "calibrated", s["connections"],
                            s["threads"], s["warmup_secs"], s["measure_secs"], s["repeats"]))
-    cells = matrix_cells() + ([] if args.no_ha else ha_cells())
+    cells = matrix_cells() + ([] if args.no_ha else ha_cells()) + ([] if args.no_acl else acl_cells())
     est = (60 if not args.no_disk else 0) + (90 if s["calibrate"] else 0) + \
         len(cells) * s["repeats"] * cell_estimate_secs(s)
     print("  cells: %s" % ", ".join(c["name"] for c in cells))

@@ -171,6 +171,25 @@ class MathTests(unittest.TestCase):
         self.assertAlmostEqual(got["SYNC_FLUSH / ASYNC_FLUSH (mmap)"], 0.9)
         self.assertAlmostEqual(got["SYNC_MASTER / ASYNC_MASTER (ASYNC_FLUSH, mmap)"], 0.5)
 
+    def test_acl_ratios_compare_with_the_plain_base_cell(self):
+        rows = [{"name": "ASYNC_FLUSH/mmap", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+                 "tps": 100.0, "broker_cpu_us": 8.0},
+                {"name": "ASYNC_FLUSH/mmap+ACL", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+                 "tps": 80.0, "broker_cpu_us": 10.0}]
+        got = dict((n, v) for n, v, _ in report.mode_ratios(rows))
+        self.assertAlmostEqual(got["ACL on / off, msg/s (ASYNC_FLUSH, mmap)"], 0.8)
+        self.assertAlmostEqual(got["ACL on / off, broker CPU per message (ASYNC_FLUSH, mmap)"], 1.25)
+
+    def test_acl_cell_signs_as_the_broker_checks(self):
+        import remoting
+        fields = remoting.signed_fields({"a": "1", "b": "topicA"}, b"hello", ("rocketmq2", "12345678"))
+        # The worked example of the signature layout; the same vector pins ringmq's signer.
+        self.assertEqual(fields["Signature"], "9leZtC79TvRQGAv6eYD/n/41FTU=")
+        conf = run.broker_conf(run.acl_cells()[0], 10911, 9876, "/x/store-master")
+        self.assertIn("aclEnable=true\nrocketmqHome=/x\n", conf)
+        self.assertIn("--access-key", run.bench_argv("ringmq", "ns", {"size": 1, "concurrency": 1,
+                      "connections": 1, "threads": 1}, 1, acl=True))
+
     def test_thread_cpu_secs_by_prefix(self):
         before = {1: ("ringmq-ha", 10), 2: ("ringmq-append", 0)}
         after = {1: ("ringmq-ha", 60), 2: ("ringmq-append", 500)}
