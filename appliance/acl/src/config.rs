@@ -235,11 +235,10 @@ pub fn tools_credentials(text: &str) -> Option<crate::Credentials> {
             .and_then(scalar)
             .filter(|v| !v.trim().is_empty())
     };
-    Some(crate::Credentials {
-        access_key: field("accessKey")?,
-        secret_key: field("secretKey")?,
-        security_token: None,
-    })
+    Some(crate::Credentials::new(
+        field("accessKey")?,
+        field("secretKey")?,
+    ))
 }
 
 #[cfg(test)]

@@ -62,18 +62,27 @@ impl Perm {
     }
 }
 
-/// One `topicPerms`/`groupPerms` entry, `name=PERM`, split and checked as upstream's
-/// `checkResourcePerms` does when a file is loaded or an update arrives.
-pub fn parse_resource_perm(entry: &str) -> Result<(&str, Perm), String> {
+/// Splits a `topicPerms`/`groupPerms` entry `name=PERM` as upstream's `StringUtils.split`
+/// does (runs of `=` count as one); `None` unless exactly two parts remain.
+pub fn split_resource_perm(entry: &str) -> Option<(&str, &str)> {
     let mut parts = entry.split('=').filter(|p| !p.is_empty());
-    let (Some(name), Some(perm), None) = (parts.next(), parts.next(), parts.next()) else {
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(name), Some(word), None) => Some((name.trim(), word)),
+        _ => None,
+    }
+}
+
+/// One entry of an admin update, split and checked as upstream's `checkResourcePerms`
+/// does: a bad format or an unknown permission word is refused.
+pub fn parse_resource_perm(entry: &str) -> Result<(&str, Perm), String> {
+    let Some((name, word)) = split_resource_perm(entry) else {
         return Err(format!(
             "Parse Resource format error for {entry}.\nThe expected resource format is \
              'Res=Perm'. For example: topicA=SUB"
         ));
     };
-    match Perm::parse_strict(perm) {
-        Some(p) => Ok((name.trim(), p)),
+    match Perm::parse_strict(word) {
+        Some(p) => Ok((name, p)),
         None => Err(format!(
             "Parse resource permission error for {entry}.\nThe expected permissions are 'SUB' \
              or 'PUB' or 'SUB|PUB' or 'PUB|SUB'."

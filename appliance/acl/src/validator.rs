@@ -16,9 +16,9 @@ use ringmq_remoting::RemotingCommand;
 
 use crate::address::AddressPattern;
 use crate::config::{PlainAccessConfig, PlainAclFile, KEY_MIN_LENGTH};
-use crate::permission::{needs_admin, Perm};
+use crate::permission::{needs_admin, split_resource_perm, Perm};
 use crate::resource::{describe, group_resource, is_group, required};
-use crate::signature::{request_content, verify, ACCESS_KEY, SIGNATURE};
+use crate::signature::{verify, ACCESS_KEY, SIGNATURE};
 
 /// Message traces are written by every client that turns tracing on; upstream lets a PUB
 /// to this topic through whatever the account's permissions say.
@@ -102,9 +102,8 @@ impl Account {
 /// entry without `=` is an error and an unknown permission word reads as DENY (with a
 /// warning here, so the operator learns why a topic is refused).
 fn file_resource_perm(entry: &str, group: bool) -> Result<(&str, Perm), String> {
-    let kind = if group { "group" } else { "topic" };
-    let mut parts = entry.split('=').filter(|p| !p.is_empty());
-    let (Some(name), Some(word), None) = (parts.next(), parts.next(), parts.next()) else {
+    let Some((name, word)) = split_resource_perm(entry) else {
+        let kind = if group { "group" } else { "topic" };
         return Err(format!(
             "Parse resource permission failed for {kind}:{entry}"
         ));
@@ -116,7 +115,7 @@ fn file_resource_perm(entry: &str, group: bool) -> Result<(&str, Perm), String> 
         );
         Perm::DENY
     });
-    Ok((name.trim(), perm))
+    Ok((name, perm))
 }
 
 /// Upstream's key rule: both keys present and longer than six characters.
@@ -196,7 +195,7 @@ impl AclRules {
             return Ok(());
         }
         let given = request.ext_fields.get(SIGNATURE).unwrap_or_default();
-        if !verify(&account.secret_key, &request_content(request), given) {
+        if !verify(&account.secret_key, request, given) {
             return Err(Denied(format!(
                 "Check signature failed for accessKey={access_key}"
             )));
@@ -244,11 +243,7 @@ accounts:
     }
 
     fn creds(ak: &str, sk: &str) -> Credentials {
-        Credentials {
-            access_key: ak.into(),
-            secret_key: sk.into(),
-            security_token: None,
-        }
+        Credentials::new(ak, sk)
     }
 
     fn signed(code: i32, fields: &[(&str, &str)], c: &Credentials) -> RemotingCommand {

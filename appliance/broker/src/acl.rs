@@ -27,7 +27,7 @@ use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext};
 
 use crate::config::BrokerConfig;
-use crate::context::{error_response, header_error, BrokerContext};
+use crate::context::{header_error, BrokerContext};
 
 use ringmq_acl::store::DEFAULT_PLAIN_FILE;
 /// How often the housekeeping thread looks for edited ACL files.
@@ -141,9 +141,7 @@ fn refuse(request: &RemotingCommand, code: i32, remark: String) -> Reply {
         response = code,
         "ACL admin request refused: {remark}"
     );
-    let mut response = error_response(request, ResponseCode::SystemError, remark);
-    response.code = code;
-    response.into()
+    request.response_to(code, Some(remark)).into()
 }
 
 fn decode<H: ringmq_remoting::header::CommandHeader>(

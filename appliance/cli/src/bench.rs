@@ -142,11 +142,7 @@ impl BenchArgs {
     /// with `--access-key`, the account requests are signed with.
     fn client_config(&self) -> ClientConfig {
         let credentials = match (&self.access_key, &self.secret_key) {
-            (Some(ak), Some(sk)) => Some(ringmq_acl::Credentials {
-                access_key: ak.clone(),
-                secret_key: sk.clone(),
-                security_token: None,
-            }),
+            (Some(ak), Some(sk)) => Some(ringmq_acl::Credentials::new(ak.clone(), sk.clone())),
             _ => None,
         };
         ClientConfig {

@@ -33,11 +33,7 @@ fn text(o: &Output) -> String {
 fn send_as(c: &Cluster, topic: &str, who: (&str, &str)) -> Result<SendStatus, String> {
     let mut config = c.producer_config(&unique("PG-acl"));
     config.client = ClientConfig {
-        credentials: Some(Credentials {
-            access_key: who.0.into(),
-            secret_key: who.1.into(),
-            security_token: None,
-        }),
+        credentials: Some(Credentials::new(who.0, who.1)),
         ..config.client
     };
     let topic = topic.to_string();

@@ -42,11 +42,7 @@ fn admin() -> Credentials {
 }
 
 fn creds(ak: &str, sk: &str) -> Credentials {
-    Credentials {
-        access_key: ak.into(),
-        secret_key: sk.into(),
-        security_token: None,
-    }
+    Credentials::new(ak, sk)
 }
 
 fn signed(mut request: RemotingCommand, c: &Credentials) -> RemotingCommand {

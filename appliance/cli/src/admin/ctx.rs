@@ -45,11 +45,10 @@ pub fn credentials(
     secret_key: Option<&str>,
 ) -> Result<Option<ringmq_acl::Credentials>, String> {
     match (access_key, secret_key) {
-        (Some(ak), Some(sk)) => Ok(Some(ringmq_acl::Credentials {
-            access_key: ak.trim().to_string(),
-            secret_key: sk.trim().to_string(),
-            security_token: None,
-        })),
+        (Some(ak), Some(sk)) => Ok(Some(ringmq_acl::Credentials::new(
+            ak.trim().to_string(),
+            sk.trim().to_string(),
+        ))),
         (Some(_), None) | (None, Some(_)) => {
             Err("--access-key and --secret-key go together".to_string())
         }
