@@ -148,7 +148,10 @@ pub fn with_timeout<T: Send + 'static>(
 }
 
 /// The `broker.conf` lines every test broker starts from: loopback only, ephemeral port,
-/// small CommitLog files (the default 1 GiB would be mapped per broker).
+/// small CommitLog files (the default 1 GiB would be mapped per broker), and no forced
+/// cleaning: on a host whose disk is above `diskSpaceCleanForciblyRatio` (at most 85 %) a
+/// broker deletes its oldest segments however young, and a test reading them back would
+/// fail for the host's sake. Expired segments are still deleted as usual.
 pub fn base_broker_conf(
     broker_name: &str,
     cluster_name: &str,
@@ -168,7 +171,8 @@ pub fn base_broker_conf(
          flushDiskType=ASYNC_FLUSH\n\
          autoCreateTopicEnable=true\n\
          mappedFileSizeCommitLog=67108864\n\
-         mappedFileSizeConsumeQueue=600000\n",
+         mappedFileSizeConsumeQueue=600000\n\
+         cleanFileForciblyEnable=false\n",
         store_root.display()
     )
 }

@@ -219,7 +219,7 @@ fn assert_refused(r: &RemotingCommand, why: &str, what: &str) {
 
 #[test]
 fn every_code_is_refused_unsigned_and_each_resource_is_checked_four_ways() {
-    let (broker, _dir) = acl_broker("acl-table", ACL_FILE);
+    let (broker, dir) = acl_broker("acl-table", ACL_FILE);
     let mut c = Client::connect(broker.local_addr());
 
     let codes = (0..=5_000)
@@ -269,6 +269,7 @@ fn every_code_is_refused_unsigned_and_each_resource_is_checked_four_ways() {
     let ok = c.call(signed(send("TopicAllowed", 0, "", b"body"), &user()));
     assert_eq!(ok.code, 0, "an allowed send is stored: {:?}", ok.remark);
     broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -397,6 +398,7 @@ fn admin_requests_change_the_rules_at_once_and_edits_on_disk_are_picked_up() {
         0
     );
     broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -414,6 +416,7 @@ fn acl_requests_without_acl_and_a_broken_file_at_start_are_clear_errors() {
         0
     );
     broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 
     let dir = temp_dir("acl-broken");
     std::fs::create_dir_all(dir.join("conf")).unwrap();
@@ -426,4 +429,5 @@ fn acl_requests_without_acl_and_a_broken_file_at_start_are_clear_errors() {
         .err()
         .expect("a broken ACL file stops the start");
     assert!(err.to_string().contains("aclEnable=true"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
