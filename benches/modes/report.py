@@ -358,11 +358,14 @@ def mode_ratios(rows):
     if sm and am:
         out.append(("SYNC_MASTER / ASYNC_MASTER (ASYNC_FLUSH, mmap)",
                     ratio(sm["tps"], am["tps"]), 0.5))
-    acl, plain = names.get("ASYNC_FLUSH/mmap+ACL"), by.get(("ASYNC_FLUSH", "mmap"))
-    if acl and plain:
-        out.append(("ACL on / off, msg/s (ASYNC_FLUSH, mmap)", ratio(acl["tps"], plain["tps"]), None))
-        out.append(("ACL on / off, broker CPU per message (ASYNC_FLUSH, mmap)",
-                    ratio(acl.get("broker_cpu_us"), plain.get("broker_cpu_us")), None))
+    plain = by.get(("ASYNC_FLUSH", "mmap"))
+    for feature in ("ACL", "TLS"):
+        cell = names.get("ASYNC_FLUSH/mmap+" + feature)
+        if cell and plain:
+            out.append(("%s on / off, msg/s (ASYNC_FLUSH, mmap)" % feature,
+                        ratio(cell["tps"], plain["tps"]), None))
+            out.append(("%s on / off, broker CPU per message (ASYNC_FLUSH, mmap)" % feature,
+                        ratio(cell.get("broker_cpu_us"), plain.get("broker_cpu_us")), None))
     for fl in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         d, m = by.get((fl, "direct")), by.get((fl, "mmap"))
         if d and m:

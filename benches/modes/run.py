@@ -83,6 +83,14 @@ def acl_cells():
              "role": "ASYNC_MASTER", "slave": False, "acl": True}]
 
 
+def tls_cells():
+    """ASYNC_FLUSH/mmap with every bench connection in TLS (the port is permissive with
+    upstream's test-mode certificate, its default, so the harness's own probes stay plain):
+    the cost of the record layer."""
+    return [{"name": "ASYNC_FLUSH/mmap+TLS", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+             "role": "ASYNC_MASTER", "slave": False, "tls": True}]
+
+
 def acl_file():
     """plain_acl.yml of the ACL cell: one admin account, no white addresses."""
     return ("accounts:\n  - accessKey: %s\n    secretKey: %s\n    admin: true\n" % ACL_ACCOUNT)
@@ -141,6 +149,9 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
     ]
     if cell.get("acl"):
         lines += ["aclEnable=true", "rocketmqHome=%s" % os.path.dirname(store_dir)]
+    if cell.get("tls"):
+        # Upstream's defaults, spelled out: TLS and plain clients on one port.
+        lines += ["tls.server.mode=permissive", "tls.test.mode.enable=true"]
     if ha_master:
         # Without it a slave learns the master's HA address from its registration answer,
         # which names the master only once the master has registered (up to 30 s later).
@@ -154,7 +165,8 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
     return "\n".join(lines) + "\n"
 
 
-def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=None, acl=False):
+def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=None, acl=False,
+               tls=False):
     argv = [binary, "bench", "producer", "-n", namesrv, "-t", topic,
             "-s", str(s["size"]), "-w", str(concurrency or s["concurrency"]),
             "-c", str(s["connections"]), "--threads", str(s["threads"]),
@@ -164,6 +176,8 @@ def bench_argv(binary, namesrv, s, secs, concurrency=None, topic=TOPIC, rate=Non
         argv += ["-r", str(rate)]
     if acl:
         argv += ["--access-key", ACL_ACCOUNT[0], "--secret-key", ACL_ACCOUNT[1]]
+    if tls:
+        argv += ["--tls"]
     return argv
 
 
@@ -527,7 +541,8 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None, rate=None):
     w0 = time.monotonic()
     summary, stdout, stderr, client_cpu = run_bench(
         bench_argv(binary, cluster.namesrv, s, secs, concurrency, rate=rate,
-                   acl=cluster.cell.get("acl")), timeout=secs + 60)
+                   acl=cluster.cell.get("acl"), tls=cluster.cell.get("tls")),
+        timeout=secs + 60)
     ticks1, tasks1, mach1 = read_ticks(pid), read_tasks(pid), read_machine()
     samples = sampler.finish() if sampler else None
     wall = time.monotonic() - w0
@@ -642,7 +657,7 @@ def run_cell_signed(binary, cell, s, logdir, tag, notes):
             wait_until(cluster.slave_connected, 30, "the slave's HA connection",
                        cluster.slave.alive, step=0.2)
         warm, _, werr, _ = run_bench(bench_argv(binary, cluster.namesrv, s, s["warmup_secs"],
-                                                acl=cell.get("acl")),
+                                                acl=cell.get("acl"), tls=cell.get("tls")),
                                      timeout=s["warmup_secs"] + 60)
         if warm is None:
             run = {"error": "warm-up failed: %s" % (werr.strip().splitlines() or ["?"])[-1]}
@@ -735,6 +750,8 @@ def run_matrix(args, s, out):
         cells += ha_cells()
     if not args.no_acl:
         cells += acl_cells()
+    if not args.no_tls:
+        cells += tls_cells()
     if args.cells:
         wanted = set(args.cells.split(","))
         cells = [c for c in cells if c["name"] in wanted]
@@ -1010,6 +1027,8 @@ def build_parser():
     ap.add_argument("--no-ha", action="store_true", help="skip the replication cells")
     ap.add_argument("--no-acl", action="store_true",
                     help="skip the ACL cell (ASYNC_FLUSH/mmap with aclEnable and signed requests)")
+    ap.add_argument("--no-tls", action="store_true",
+                    help="skip the TLS cell (ASYNC_FLUSH/mmap with every bench connection in TLS)")
     ap.add_argument("--no-disk", action="store_true", help="skip the raw-disk measurements")
     ap.add_argument("--warmup", type=int, help="warm-up seconds per cell")
     ap.add_argument("--measure", type=int, help="measured seconds per cell")
@@ -1040,7 +1059,8 @@ def dry_run(args, s):
     print("  load: %d B bodies, sync sends, -w %s, -c %d, --threads %d; warm-up %ds, measure %ds, "
           "%d pass(es)" % (s["size"], s["concurrency"] or "calibrated", s["connections"],
                            s["threads"], s["warmup_secs"], s["measure_secs"], s["repeats"]))
-    cells = matrix_cells() + ([] if args.no_ha else ha_cells()) + ([] if args.no_acl else acl_cells())
+    cells = matrix_cells() + ([] if args.no_ha else ha_cells()) + \
+        ([] if args.no_acl else acl_cells()) + ([] if args.no_tls else tls_cells())
     est = (60 if not args.no_disk else 0) + (90 if s["calibrate"] else 0) + \
         len(cells) * s["repeats"] * cell_estimate_secs(s)
     print("  cells: %s" % ", ".join(c["name"] for c in cells))

@@ -180,6 +180,22 @@ class MathTests(unittest.TestCase):
         self.assertAlmostEqual(got["ACL on / off, msg/s (ASYNC_FLUSH, mmap)"], 0.8)
         self.assertAlmostEqual(got["ACL on / off, broker CPU per message (ASYNC_FLUSH, mmap)"], 1.25)
 
+    def test_tls_cell_runs_the_bench_with_tls_and_reports_its_ratios(self):
+        conf = run.broker_conf(run.tls_cells()[0], 10911, 9876, "/x/store-master")
+        self.assertIn("tls.server.mode=permissive\n", conf)
+        argv = run.bench_argv("ringmq", "ns", {"size": 1, "concurrency": 1, "connections": 1,
+                                               "threads": 1}, 1, tls=True)
+        self.assertIn("--tls", argv)
+        self.assertNotIn("--tls", run.bench_argv("ringmq", "ns", {"size": 1, "concurrency": 1,
+                                                                  "connections": 1, "threads": 1}, 1))
+        rows = [{"name": "ASYNC_FLUSH/mmap", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+                 "tps": 100.0, "broker_cpu_us": 8.0},
+                {"name": "ASYNC_FLUSH/mmap+TLS", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
+                 "tps": 50.0, "broker_cpu_us": 16.0}]
+        got = dict((n, v) for n, v, _ in report.mode_ratios(rows))
+        self.assertAlmostEqual(got["TLS on / off, msg/s (ASYNC_FLUSH, mmap)"], 0.5)
+        self.assertAlmostEqual(got["TLS on / off, broker CPU per message (ASYNC_FLUSH, mmap)"], 2.0)
+
     def test_acl_cell_signs_as_the_broker_checks(self):
         import remoting
         fields = remoting.signed_fields({"a": "1", "b": "topicA"}, b"hello", ("rocketmq2", "12345678"))

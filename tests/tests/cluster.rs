@@ -1386,3 +1386,5 @@ fn admin_update_broker_config_applies_live() {
 mod acl;
 #[path = "cluster/namesrv_restart.rs"]
 mod namesrv_restart;
+#[path = "cluster/tls.rs"]
+mod tls;

@@ -673,13 +673,32 @@ fn is_store_key(key: &str, value: &str) -> bool {
 }
 
 /// The Remoting server tuning: defaults plus the `ringmq.net.*` keys (receive and listen
-/// mode), which `BrokerConfig` keeps in `extra`.
+/// mode) and the `tls.*` keys, which `BrokerConfig` keeps in `extra`.
 pub(crate) fn net_tuning(config: &BrokerConfig) -> Result<ServerTuning, String> {
     let mut tuning = ServerTuning::default();
     tuning
         .apply_net_properties(config.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|e| e.to_string())?;
+    tuning.tls = ringmq_tls::server_config(&tls_settings(config)?)?;
     Ok(tuning)
+}
+
+/// The broker's own client TLS (`tls.enable=true`), or `None` for plain connections.
+pub type ClientTls = Option<std::sync::Arc<rustls::ClientConfig>>;
+
+/// The broker's client TLS for its own connections (`tls.enable=true`), or `None`.
+pub(crate) fn tls_client(config: &BrokerConfig) -> Result<ClientTls, String> {
+    let settings = tls_settings(config)?;
+    if !settings.client_enable {
+        return Ok(None);
+    }
+    ringmq_tls::client_config(&settings).map(Some)
+}
+
+/// Upstream's `tls.*` settings: the keys in `broker.conf` (where Apache RocketMQ takes
+/// them from `-D` system properties), then `tls.config.file` over them.
+pub(crate) fn tls_settings(config: &BrokerConfig) -> Result<ringmq_tls::TlsSettings, String> {
+    ringmq_tls::TlsSettings::resolve(|key| config.extra.get(key).cloned())
 }
 
 /// The core map `config` asks for and the part of it this host can apply, without
@@ -727,6 +746,7 @@ pub(crate) fn is_read_elsewhere(key: &str) -> bool {
         "transactionCheckInterval",
     ];
     KEYS.contains(&key)
+        || ringmq_tls::settings::KEYS.contains(&key)
         || key.starts_with("ringmq.cores.")
         || key.starts_with(ringmq_runtime::server::NET_KEY_PREFIX)
 }

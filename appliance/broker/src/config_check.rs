@@ -36,6 +36,7 @@ pub fn check_startable(c: &BrokerConfig, scope: CheckScope) -> Result<(), String
     check_bind_address(&c.bind_address)?;
     network_cores(c)?;
     let tuning = crate::config::net_tuning(c)?;
+    crate::config::tls_client(c).map_err(|e| format!("TLS client (tls.enable): {e}"))?;
     crate::config::plan_core_map(c, &tuning)?;
     let sc = crate::disk_store::store_config(c)?;
     check_commit_log_file_size(sc.mapped_file_size_commit_log)?;

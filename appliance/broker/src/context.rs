@@ -51,6 +51,9 @@ pub struct BrokerContext {
     pub timer: crate::timer::TimerHandle,
     /// The plain ACL files and rules, set once at start when `aclEnable=true`.
     pub acl: std::sync::OnceLock<Arc<ringmq_acl::AclStore>>,
+    /// TLS for the broker's own connections to name servers and its master
+    /// (`tls.enable=true`); `None` connects in plain.
+    pub tls_client: crate::config::ClientTls,
 }
 
 impl BrokerContext {
@@ -93,7 +96,14 @@ impl BrokerContext {
         }));
         let now = crate::persist::now_ms();
         let uniq = UniqKeyGenerator::new(store_host.ip(), std::process::id(), now as i32, 0, now);
+        let tls_client = crate::config::tls_client(&config).unwrap_or_else(|e| {
+            // `config_check` refuses to start with this; only contexts built without it
+            // (tools, tests) get here.
+            tracing::error!("TLS client settings: {e}; connecting in plain");
+            None
+        });
         Arc::new(Self {
+            tls_client,
             store_host,
             topics,
             groups,

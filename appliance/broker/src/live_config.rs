@@ -269,8 +269,11 @@ pub fn config_file_path(config: &BrokerConfig) -> PathBuf {
 impl LiveConfig {
     /// Live values from `config`; updates are saved to [`config_file_path`].
     pub fn new(config: &BrokerConfig) -> Self {
+        // The TLS keys too: turning TLS off or pointing it at other files must not be
+        // possible from the network, even for an admin account.
         let black_list = FIXED_BLACK_LIST
             .iter()
+            .chain(ringmq_tls::settings::KEYS)
             .map(|k| k.to_string())
             .chain(
                 config

@@ -27,6 +27,7 @@ use ringmq_remoting::body::topic::TopicConfigAndMappingSerializeWrapper;
 use ringmq_remoting::codes::{RequestCode, ResponseCode};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
+use crate::config::ClientTls;
 use crate::context::BrokerContext;
 
 /// Who hears the name servers' answers to a registration (a slave learns its master's
@@ -42,12 +43,54 @@ pub fn call(
     addr: &str,
     request: &RemotingCommand,
     timeout: Duration,
+    tls: &ClientTls,
 ) -> Result<RemotingCommand, String> {
-    let mut stream = connect(addr, timeout)?;
+    let mut stream = connect(addr, timeout, tls)?;
     call_on(&mut stream, addr, request, timeout)
 }
 
-fn connect(addr: &str, timeout: Duration) -> Result<TcpStream, String> {
+/// A connection to a name server or a master: plain, or TLS when the broker runs with
+/// `tls.enable=true` (their ports may be `enforcing`).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Self::Plain(s) => s,
+            Self::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.read(buf),
+            Self::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.write(buf),
+            Self::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Plain(s) => s.flush(),
+            Self::Tls(s) => s.flush(),
+        }
+    }
+}
+
+fn connect(addr: &str, timeout: Duration, tls: &ClientTls) -> Result<Stream, String> {
     let sock: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|e| format!("bad address {addr:?}: {e}"))?
@@ -56,12 +99,26 @@ fn connect(addr: &str, timeout: Duration) -> Result<TcpStream, String> {
     let stream =
         TcpStream::connect_timeout(&sock, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
     let _ = stream.set_nodelay(true);
-    Ok(stream)
+    let Some(config) = tls else {
+        return Ok(Stream::Plain(stream));
+    };
+    let name = rustls::pki_types::ServerName::IpAddress(sock.ip().into());
+    let conn = rustls::ClientConnection::new(config.clone(), name)
+        .map_err(|e| format!("TLS to {addr}: {e}"))?;
+    stream.set_read_timeout(Some(timeout)).ok();
+    stream.set_write_timeout(Some(timeout)).ok();
+    let mut tls = rustls::StreamOwned::new(conn, stream);
+    while tls.conn.is_handshaking() {
+        tls.conn
+            .complete_io(&mut tls.sock)
+            .map_err(|e| format!("TLS handshake with {addr} failed: {e}"))?;
+    }
+    Ok(Stream::Tls(Box::new(tls)))
 }
 
 /// Sends `request` on `stream` and reads until its response arrives or `timeout` passes.
 fn call_on(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     addr: &str,
     request: &RemotingCommand,
     timeout: Duration,
@@ -69,9 +126,10 @@ fn call_on(
     let deadline = Instant::now() + timeout;
     let mut out = BytesMut::new();
     request.encode(&mut out);
-    stream.set_write_timeout(Some(timeout)).ok();
+    stream.tcp().set_write_timeout(Some(timeout)).ok();
     stream
         .write_all(&out)
+        .and_then(|()| stream.flush())
         .map_err(|e| format!("write to {addr}: {e}"))?;
     let decoder = FrameDecoder::default();
     let mut buf = BytesMut::with_capacity(4096);
@@ -92,7 +150,7 @@ fn call_on(
                 timeout.as_millis()
             ));
         }
-        stream.set_read_timeout(Some(left)).ok();
+        stream.tcp().set_read_timeout(Some(left)).ok();
         let n = stream
             .read(&mut chunk)
             .map_err(|e| format!("read from {addr}: {e}"))?;
@@ -112,10 +170,18 @@ fn call_on(
 /// fresh connection within what is left of its timeout.
 #[derive(Default)]
 pub struct NamesrvConnections {
-    streams: HashMap<String, TcpStream>,
+    streams: HashMap<String, Stream>,
+    tls: ClientTls,
 }
 
 impl NamesrvConnections {
+    pub fn new(tls: ClientTls) -> Self {
+        Self {
+            streams: HashMap::new(),
+            tls,
+        }
+    }
+
     pub fn call(
         &mut self,
         addr: &str,
@@ -141,7 +207,7 @@ impl NamesrvConnections {
                 timeout.as_millis()
             ));
         }
-        let mut stream = connect(addr, left)?;
+        let mut stream = connect(addr, left, &self.tls)?;
         let response = call_on(&mut stream, addr, request, left)?;
         self.streams.insert(addr.to_string(), stream);
         Ok(response)
@@ -153,7 +219,7 @@ impl NamesrvConnections {
         let closed: Vec<String> = self
             .streams
             .iter()
-            .filter(|(_, stream)| is_closed_by_peer(stream))
+            .filter(|(_, stream)| is_closed_by_peer(stream.tcp()))
             .map(|(addr, _)| addr.clone())
             .collect();
         for addr in &closed {
@@ -349,7 +415,7 @@ fn registration_loop(
     first_round: mpsc::SyncSender<usize>,
     period: Duration,
 ) {
-    let mut connections = NamesrvConnections::default();
+    let mut connections = NamesrvConnections::new(ctx.tls_client.clone());
     let mut first_round = Some(first_round);
     let mut targets = ctx.config.namesrv_addrs();
     let mut failed_rounds = 0usize;
@@ -562,6 +628,7 @@ mod tests {
             &addr,
             &RemotingCommand::request(105, 1),
             Duration::from_millis(300),
+            &None,
         )
         .unwrap_err();
         assert!(err.contains("connect"), "{err}");

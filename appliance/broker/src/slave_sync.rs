@@ -86,10 +86,14 @@ impl MasterLink {
 }
 
 /// Sends `code` to the master and returns the body of its SUCCESS answer.
-fn fetch_body(master_addr: &str, code: RequestCode) -> Result<Vec<u8>, String> {
+fn fetch_body(
+    ctx: &BrokerContext,
+    master_addr: &str,
+    code: RequestCode,
+) -> Result<Vec<u8>, String> {
     let request = RemotingCommand::request(code.code(), OPAQUE.fetch_add(1, Ordering::Relaxed));
     let timeout = Duration::from_millis(SYNC_CALL_TIMEOUT_MS);
-    let answer = crate::register::call(master_addr, &request, timeout)?;
+    let answer = crate::register::call(master_addr, &request, timeout, &ctx.tls_client)?;
     if answer.code != ResponseCode::Success.code() {
         return Err(format!(
             "{code:?} refused by the master {master_addr}: code {} {:?}",
@@ -102,7 +106,7 @@ fn fetch_body(master_addr: &str, code: RequestCode) -> Result<Vec<u8>, String> {
 /// Topics: when the master's data version differs, this broker's table becomes the
 /// master's. Returns whether anything was copied.
 pub fn sync_topic_config(ctx: &BrokerContext, master_addr: &str) -> Result<bool, String> {
-    let body = fetch_body(master_addr, RequestCode::GetAllTopicConfig)?;
+    let body = fetch_body(ctx, master_addr, RequestCode::GetAllTopicConfig)?;
     let wrapper = TopicConfigAndMappingSerializeWrapper::decode(&body)
         .map_err(|e| format!("topic table from {master_addr}: {e}"))?;
     if wrapper.data_version == ctx.topics.data_version() {
@@ -127,7 +131,7 @@ pub fn sync_subscription_group_config(
     ctx: &BrokerContext,
     master_addr: &str,
 ) -> Result<bool, String> {
-    let body = fetch_body(master_addr, RequestCode::GetAllSubscriptiongroupConfig)?;
+    let body = fetch_body(ctx, master_addr, RequestCode::GetAllSubscriptiongroupConfig)?;
     let wrapper = SubscriptionGroupWrapper::decode(&body)
         .map_err(|e| format!("subscription groups from {master_addr}: {e}"))?;
     if wrapper.data_version == ctx.groups.data_version() {
@@ -162,7 +166,7 @@ fn offset_table(
 /// Consumer offsets: every offset the master holds overwrites this broker's (offsets only
 /// the slave knows stay). Returns how many queue offsets were copied.
 pub fn sync_consumer_offset(ctx: &BrokerContext, master_addr: &str) -> Result<usize, String> {
-    let body = fetch_body(master_addr, RequestCode::GetAllConsumerOffset)?;
+    let body = fetch_body(ctx, master_addr, RequestCode::GetAllConsumerOffset)?;
     let table = offset_table(&body, "consumer offsets from the master")?;
     let mut copied = 0;
     for (key, queues) in &table {
@@ -188,7 +192,7 @@ pub fn sync_consumer_offset(ctx: &BrokerContext, master_addr: &str) -> Result<us
 /// Delay offsets: the master's progress per delay level, so a slave that becomes master
 /// would not deliver delayed messages twice. Returns how many levels were copied.
 pub fn sync_delay_offset(ctx: &BrokerContext, master_addr: &str) -> Result<usize, String> {
-    let body = fetch_body(master_addr, RequestCode::GetAllDelayOffset)?;
+    let body = fetch_body(ctx, master_addr, RequestCode::GetAllDelayOffset)?;
     let table = offset_table(&body, "delay offsets from the master")?;
     let mut copied = 0;
     for (level, offset) in &table {

@@ -162,9 +162,19 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let tls = match ringmq_tls::tool_client_config(
+        m.has("tls"),
+        m.get("tls-config").map(std::path::Path::new),
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("mqadmin {name}: TLS: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut out = Out::stdout(m.json());
     let result = ringmq_client::block_on(async {
-        let ctx = Ctx::new(namesrv, credentials);
+        let ctx = Ctx::new(namesrv, credentials, tls);
         dispatch(cmd.name, &ctx, &m, &mut out).await
     });
     match result {

@@ -135,6 +135,13 @@ pub struct BenchArgs {
     /// The secret of --access-key.
     #[arg(long = "secret-key", requires = "access_key")]
     pub secret_key: Option<String>,
+    /// Connect with TLS (the broker's port must be permissive or enforcing).
+    #[arg(long)]
+    pub tls: bool,
+    /// tls.properties with the tls.client.* keys (and tls.enable), as upstream's clients
+    /// read it; default /etc/rocketmq/tls.properties.
+    #[arg(long = "tls-config")]
+    pub tls_config: Option<std::path::PathBuf>,
 }
 
 impl BenchArgs {
@@ -145,11 +152,21 @@ impl BenchArgs {
             (Some(ak), Some(sk)) => Some(ringmq_acl::Credentials::new(ak.clone(), sk.clone())),
             _ => None,
         };
+        // Checked when the run starts (`tls_check`), so a bad file fails there, once.
+        let tls = ringmq_tls::tool_client_config(self.tls, self.tls_config.as_deref())
+            .ok()
+            .flatten();
         ClientConfig {
             request_timeout_ms: self.timeout_ms,
             credentials,
+            tls,
             ..ClientConfig::default()
         }
+    }
+
+    /// Fails with the reason when the TLS flags cannot make a client configuration.
+    fn tls_check(&self) -> Result<(), String> {
+        ringmq_tls::tool_client_config(self.tls, self.tls_config.as_deref()).map(|_| ())
     }
 
     fn namesrv_addrs(&self) -> Vec<String> {
@@ -179,6 +196,9 @@ impl BenchArgs {
             if !(r > 0.0 && r.is_finite()) {
                 return bad(format!("-r {r}: the rate must be a positive number"));
             }
+        }
+        if let Err(e) = self.tls_check() {
+            return bad(format!("TLS: {e}"));
         }
         Ok(())
     }

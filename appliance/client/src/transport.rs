@@ -30,6 +30,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,7 @@ use compio::io::{AsyncReadExt, AsyncWriteExt};
 use compio::net::TcpStream;
 use ringmq_remoting::command::FLAG_RESPONSE;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode, SerializeType};
+use ringmq_tls::TlsLink;
 
 use crate::error::{ClientError, Result};
 
@@ -63,6 +65,9 @@ pub struct ClientConfig {
     pub timeout_scan_interval_ms: u64,
     /// When set, every request is signed with this account (brokers with `aclEnable=true`).
     pub credentials: Option<ringmq_acl::Credentials>,
+    /// When set, every connection speaks TLS with this configuration
+    /// (`ringmq_tls::client_config` builds it from upstream's `tls.client.*` keys).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for ClientConfig {
@@ -77,6 +82,7 @@ impl Default for ClientConfig {
             write_high_water_bytes: 4 * 1024 * 1024,
             timeout_scan_interval_ms: 10,
             credentials: None,
+            tls: None,
         }
     }
 }
@@ -181,6 +187,9 @@ pub(crate) struct Conn {
     sweeper_waker: RefCell<Option<Waker>>,
     handler: Rc<RefCell<Option<RequestHandler>>>,
     serialize_type: SerializeType,
+    /// The connection's TLS state (handshake done) when the client speaks TLS; the reader
+    /// opens records through it and the writer seals through it.
+    tls: Option<RefCell<TlsLink>>,
 }
 
 impl Conn {
@@ -523,6 +532,10 @@ impl Future for WriterWait<'_> {
         if !conn.write_buf.borrow().is_empty() {
             return Poll::Ready(true);
         }
+        // A record the reader's feed queued (a key update answer) goes out without a frame.
+        if conn.tls.as_ref().is_some_and(|l| l.borrow().wants_write()) {
+            return Poll::Ready(true);
+        }
         *conn.writer_waker.borrow_mut() = Some(cx.waker().clone());
         Poll::Pending
     }
@@ -548,12 +561,36 @@ impl Future for SweeperPark<'_> {
 
 async fn writer_loop(conn: Rc<Conn>, mut stream: TcpStream) {
     let mut spare = BytesMut::with_capacity(MIN_READ_BYTES);
+    // TLS records of one write (TLS connections only; reused).
+    let mut sealed: Vec<u8> = Vec::new();
     while WriterWait(&conn).await {
-        let data = std::mem::replace(&mut *conn.write_buf.borrow_mut(), spare);
+        let mut data = std::mem::replace(&mut *conn.write_buf.borrow_mut(), spare);
         for w in conn.drain_waiters.borrow_mut().drain(..) {
             w.wake();
         }
-        let BufResult(res, SendBuf(mut data)) = stream.write_all(SendBuf(data)).await;
+        let res = match &conn.tls {
+            None => {
+                let BufResult(res, SendBuf(back)) = stream.write_all(SendBuf(data)).await;
+                data = back;
+                res
+            }
+            Some(link) => {
+                sealed.clear();
+                let sealing = {
+                    let mut link = link.borrow_mut();
+                    link.take_outgoing(&mut sealed);
+                    link.seal(&data, &mut sealed)
+                };
+                match sealing {
+                    Ok(()) => {
+                        let BufResult(res, back) = stream.write_all(sealed).await;
+                        sealed = back;
+                        res
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        };
         if let Err(e) = res {
             conn.close(format!("write failed: {e}"));
             return;
@@ -567,8 +604,17 @@ async fn writer_loop(conn: Rc<Conn>, mut stream: TcpStream) {
     }
 }
 
-async fn reader_loop(conn: Rc<Conn>, mut stream: TcpStream, decoder: FrameDecoder) {
+/// `initial`: application bytes that arrived with the TLS handshake.
+async fn reader_loop(
+    conn: Rc<Conn>,
+    mut stream: TcpStream,
+    decoder: FrameDecoder,
+    initial: BytesMut,
+) {
     let mut buf = RecvBuf(BytesMut::with_capacity(MIN_READ_BYTES));
+    buf.0.extend_from_slice(&initial);
+    // TLS records read but not yet opened (always empty between reads).
+    let mut cipher = RecvBuf(BytesMut::new());
     loop {
         loop {
             match decoder.decode(&mut buf.0) {
@@ -597,8 +643,23 @@ async fn reader_loop(conn: Rc<Conn>, mut stream: TcpStream, decoder: FrameDecode
         if buf.0.capacity() - buf.0.len() < want {
             buf.0.reserve(want.max(MIN_READ_BYTES));
         }
-        let BufResult(res, b) = stream.append(buf).await;
-        buf = b;
+        let res = match &conn.tls {
+            None => {
+                let BufResult(res, b) = stream.append(buf).await;
+                buf = b;
+                res
+            }
+            Some(link) => {
+                cipher.0.reserve(MIN_READ_BYTES);
+                let BufResult(res, c) = stream.append(cipher).await;
+                cipher = c;
+                match res {
+                    Ok(0) => Ok(0),
+                    Ok(_) => open_records(&conn, link, &mut cipher.0, &mut buf.0),
+                    Err(e) => Err(e),
+                }
+            }
+        };
         match res {
             Ok(0) => {
                 conn.close("the peer closed the connection".into());
@@ -611,6 +672,28 @@ async fn reader_loop(conn: Rc<Conn>, mut stream: TcpStream, decoder: FrameDecode
             }
         }
     }
+}
+
+/// Opens the TLS records in `cipher` into `plain`. Returns 0 when the peer closed its TLS
+/// session and nothing more came, else a non-zero count (records without application
+/// bytes, such as a key update, count as read so the loop reads again).
+fn open_records(
+    conn: &Conn,
+    link: &RefCell<TlsLink>,
+    cipher: &mut BytesMut,
+    plain: &mut BytesMut,
+) -> std::io::Result<usize> {
+    let before = plain.len();
+    let fed = link.borrow_mut().feed(cipher, plain)?;
+    if fed.wants_write {
+        conn.wake_writer();
+    }
+    let opened = plain.len() - before;
+    Ok(if fed.peer_closed && opened == 0 {
+        0
+    } else {
+        opened.max(1)
+    })
 }
 
 async fn sweeper_loop(conn: Rc<Conn>, scan_interval: Duration) {
@@ -878,6 +961,20 @@ impl RemotingClient {
         .map_err(|e| connect_err(e.to_string()))?;
         // Requests are latency-bound and already batched by the writer: never wait for Nagle.
         let _ = stream.set_nodelay(true);
+        let mut stream = stream;
+        let (tls, initial) = match &cfg.tls {
+            None => (None, BytesMut::new()),
+            Some(config) => {
+                let link = TlsLink::client(config.clone(), target.ip())
+                    .map_err(|e| connect_err(e.to_string()))?;
+                let timeout = Duration::from_millis(cfg.connect_timeout_ms);
+                let (link, initial) =
+                    ringmq_tls::io::handshake(&mut stream, link, BytesMut::new(), timeout)
+                        .await
+                        .map_err(|e| connect_err(format!("TLS handshake failed: {e}")))?;
+                (Some(RefCell::new(link)), initial)
+            }
+        };
         let conn = Rc::new(Conn {
             addr: addr.to_string(),
             fd: stream.as_raw_fd(),
@@ -895,12 +992,14 @@ impl RemotingClient {
             sweeper_waker: RefCell::new(None),
             handler: self.inner.handler.clone(),
             serialize_type: cfg.serialize_type,
+            tls,
         });
         let (rd, wr) = stream.into_split();
         compio::runtime::spawn(reader_loop(
             conn.clone(),
             rd,
             FrameDecoder::new(cfg.max_frame_bytes),
+            initial,
         ))
         .detach();
         compio::runtime::spawn(writer_loop(conn.clone(), wr)).detach();

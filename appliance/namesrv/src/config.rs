@@ -45,7 +45,9 @@ pub const RUNTIME_FIXED_KEYS: [&str; 4] = [
 
 /// Whether UPDATE_NAMESRV_CONFIG must refuse `key` because it is read only at start.
 pub fn is_runtime_fixed(key: &str) -> bool {
-    RUNTIME_FIXED_KEYS.contains(&key) || key.starts_with(RINGMQ_KEY_PREFIX)
+    RUNTIME_FIXED_KEYS.contains(&key)
+        || key.starts_with(RINGMQ_KEY_PREFIX)
+        || ringmq_tls::settings::KEYS.contains(&key)
 }
 
 /// Netty server/client keys a Java `namesrv.conf` may carry that ringmq's runtime does not
@@ -282,7 +284,9 @@ impl NamesrvConfig {
                 Ok(false) => {
                     if let Some(slot) = self.accepted_netty.get_mut(key) {
                         *slot = value.trim().to_owned();
-                    } else if key.starts_with(RINGMQ_KEY_PREFIX) {
+                    } else if key.starts_with(RINGMQ_KEY_PREFIX)
+                        || ringmq_tls::settings::KEYS.contains(&key)
+                    {
                         self.ringmq_extra
                             .insert(key.to_owned(), value.trim().to_owned());
                     } else {

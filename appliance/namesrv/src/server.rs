@@ -127,6 +127,14 @@ impl Namesrv {
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             )
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        // Upstream's `tls.*` keys, from the config file (upstream: `-D` properties), then
+        // `tls.config.file` over them.
+        let tls = ringmq_tls::TlsSettings::resolve(|key| config.ringmq_extra.get(key).cloned())
+            .and_then(|settings| ringmq_tls::server_config(&settings))
+            .map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("TLS: {e}"))
+            })?;
+        tuning.tls = tls;
         let mut server_config = ServerConfig::new(listen_addr, "namesrv");
         server_config.network_cores = network_cores;
         server_config.idle_timeout_ms =

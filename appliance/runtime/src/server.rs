@@ -436,6 +436,10 @@ pub struct ServerTuning {
     /// connection that leaves fewer than this many below `RLIMIT_NOFILE` is closed at once
     /// (`ringmq.net.fdReserve`).
     pub fd_reserve: FdReserve,
+    /// TLS on this port (`tls.server.mode` permissive or enforcing), or `None` for plain
+    /// connections only. Permissive ports read a connection's first bytes before serving
+    /// it: a TLS handshake record (0x16) starts TLS, anything else is a plain client.
+    pub tls: Option<ringmq_tls::TlsServer>,
 }
 
 /// How many descriptors the server leaves free for the rest of the process.
@@ -666,6 +670,7 @@ impl Default for ServerTuning {
             // 16 clients at the per-connection bound (4 MiB) per core.
             max_output_bytes_per_core: DEFAULT_MAX_OUTPUT_BYTES_PER_CORE,
             fd_reserve: FdReserve::Auto,
+            tls: None,
         }
     }
 }
@@ -733,6 +738,11 @@ pub struct CoreStats {
     pub accept_errors: u64,
     /// Connections closed right after accept to keep `ServerTuning::fd_reserve` free.
     pub accept_refused_fd_reserve: u64,
+    /// TLS connections served after a finished handshake.
+    pub tls_handshakes: u64,
+    /// Connections closed by a TLS port: a failed or timed-out handshake, or a plain
+    /// client on an enforcing port.
+    pub tls_refused: u64,
     /// The loop's stall counter and busy time.
     pub loop_stats: StallStats,
 }
@@ -759,6 +769,7 @@ impl Server {
             pinned = tuning.pin_network_cores,
             recv = %tuning.recv_mode,
             listen = %tuning.listen_mode,
+            tls = %tuning.tls.as_ref().map_or(ringmq_tls::TlsMode::Disabled, |t| t.mode),
             "remoting server listening"
         );
         Ok(Server {

@@ -34,6 +34,8 @@ const BIG_BODY_BYTES: usize = 64 * 1024;
 
 #[path = "server/hostile.rs"]
 mod hostile;
+#[path = "server/tls.rs"]
+mod tls;
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()

@@ -319,6 +319,22 @@ def parse_addr(addr: str) -> Tuple[str, int]:
     return host, int(port)
 
 
+def tls_wrap(sock: socket.socket) -> socket.socket:
+    """Wraps a connected socket in TLS per RINGMQ_TLS_MAX / RINGMQ_TLS_CA (see RemotingClient)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ca = os.environ.get("RINGMQ_TLS_CA")
+    if ca:
+        ctx.load_verify_locations(ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    else:
+        ctx.verify_mode = ssl.CERT_NONE
+    if os.environ.get("RINGMQ_TLS_MAX") == "1.2":
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    return ctx.wrap_socket(sock)
+
+
 class RemotingClient:
     """Blocking client on one connection. Requests the peer sends to us are ignored."""
 
@@ -335,6 +351,13 @@ class RemotingClient:
         self.credentials = credentials or ((env_ak, env_sk) if env_ak and env_sk else None)
         self.sock = socket.create_connection(parse_addr(addr), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # RINGMQ_TLS=1: the connection speaks TLS through Python's ssl module (OpenSSL), an
+        # implementation independent of ringmq's. RINGMQ_TLS_MAX=1.2 caps the version;
+        # RINGMQ_TLS_CA names a CA to verify the server's chain against (its name is not
+        # checked, as RocketMQ clients do not); otherwise any certificate is taken, as
+        # upstream's clients take any in test mode.
+        if os.environ.get("RINGMQ_TLS") == "1":
+            self.sock = tls_wrap(self.sock)
 
     @classmethod
     def next_opaque(cls) -> int:

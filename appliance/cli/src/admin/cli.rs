@@ -71,6 +71,8 @@ pub const COMMON: &[Opt] = &[
     Opt { short: None, long: "json", arg: false, required: false, help: "print the result as JSON (ringmq)" },
     long_only("access-key", "sign every request with this ACL account (ringmq; default: accessKey of $ROCKETMQ_HOME/conf/tools.yml)"),
     long_only("secret-key", "the secret of --access-key (ringmq; default: secretKey of $ROCKETMQ_HOME/conf/tools.yml)"),
+    Opt { short: None, long: "tls", arg: false, required: false, help: "connect with TLS (ringmq; upstream: -Dtls.enable=true)" },
+    long_only("tls-config", "tls.properties with the tls.client.* keys and tls.enable (ringmq; default: /etc/rocketmq/tls.properties)"),
 ];
 
 /// A sub-command: its mqadmin name, a one-line description, its own options, and groups

@@ -78,10 +78,16 @@ pub struct Ctx {
 impl Ctx {
     /// Builds the client; must run inside the client runtime (`block_on`). With
     /// `credentials`, every request is signed for brokers running with `aclEnable=true`.
-    pub fn new(namesrv: Vec<String>, credentials: Option<ringmq_acl::Credentials>) -> Self {
+    /// With `tls`, every connection speaks TLS.
+    pub fn new(
+        namesrv: Vec<String>,
+        credentials: Option<ringmq_acl::Credentials>,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Self {
         let config = ClientConfig {
             request_timeout_ms: ADMIN_TIMEOUT.as_millis() as u64,
             credentials,
+            tls,
             ..ClientConfig::default()
         };
         let client = RemotingClient::new(config);

@@ -22,9 +22,12 @@ use compio::net::TcpStream;
 use compio::BufResult;
 use ringmq_remoting::command::FLAG_RESPONSE;
 use ringmq_remoting::{FrameDecoder, RemotingCommand, ResponseCode, SerializeType};
+use ringmq_tls::TlsLink;
 
 use super::core_local::{bump, CoreBudget, CoreConn, MAX_IOVECS};
-use super::file_range::{send_file_ranges, send_memory_before_range, BodyChunk, FileRange};
+use super::file_range::{
+    send_file_ranges, send_memory_before_range, send_sealed_file_range, BodyChunk, FileRange,
+};
 use super::recv::{Received, SocketReceiver, MIN_READ_CHUNK_BYTES};
 use super::{response_for, Connection, Reply, Responder, Response, ServerTuning, OVERLOAD_REMARK};
 
@@ -724,7 +727,17 @@ fn dispatch(core: &CoreLocal, conn: &ConnLocal, ctx: &RequestContext, cmd: Remot
 
 /// Reads (`recv.rs`), splits frames, dispatches; pauses while the connection's output is
 /// backed up, holding no receive and no ring buffer meanwhile.
-pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream: TcpStream) {
+///
+/// `initial` holds bytes already read (a TLS port's first bytes, or the application data
+/// that came with a handshake); `tls` is the connection's TLS state, through which every
+/// byte read passes before it reaches the frame buffer.
+pub(crate) async fn run_reader(
+    core: Rc<CoreLocal>,
+    conn: Rc<ConnLocal>,
+    stream: TcpStream,
+    initial: BytesMut,
+    tls: Option<Rc<RefCell<TlsLink>>>,
+) {
     let guard = TaskGuard {
         core: core.clone(),
         conn: conn.clone(),
@@ -740,8 +753,17 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
         code: Cell::new(0),
         responder: Cell::new(ResponderState::Available),
     };
-    let mut receiver = SocketReceiver::new(core.clone(), stream);
-    let mut rbuf = BytesMut::with_capacity(MIN_READ_CHUNK_BYTES);
+    let mut receiver = match tls {
+        None => SocketReceiver::new(core.clone(), stream),
+        Some(_) => SocketReceiver::single(core.clone(), stream),
+    };
+    let mut rbuf = if initial.is_empty() {
+        BytesMut::with_capacity(MIN_READ_CHUNK_BYTES)
+    } else {
+        initial
+    };
+    // TLS records read but not yet opened (always empty between receives).
+    let mut cipher = BytesMut::new();
     let shrink_above_bytes =
         SHRINK_ABOVE_READ_CHUNKS * core.tuning.read_chunk_bytes.max(MIN_READ_CHUNK_BYTES);
     // The frame buffer's size after the last receive (its peak since then).
@@ -819,7 +841,10 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
         if conn.phase() == Phase::Closed {
             return;
         }
-        let received = receiver.receive(&mut rbuf, rest_of_frame).await;
+        let received = match &tls {
+            None => receiver.receive(&mut rbuf, rest_of_frame).await,
+            Some(link) => receive_tls(&mut receiver, link, &conn, &mut cipher, &mut rbuf).await,
+        };
         grown_bytes = rbuf.capacity();
         match received {
             Received::Bytes => {
@@ -838,6 +863,40 @@ pub(crate) async fn run_reader(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, stream:
                 }
                 return;
             }
+        }
+    }
+}
+
+/// Reads TLS records until they yield application bytes (appended to `rbuf`), the peer
+/// closes, or reading fails. Records that need an answer (a key update) wake the writer,
+/// which sends what the link has queued.
+async fn receive_tls(
+    receiver: &mut SocketReceiver<ConnLocal>,
+    link: &RefCell<TlsLink>,
+    conn: &ConnLocal,
+    cipher: &mut BytesMut,
+    rbuf: &mut BytesMut,
+) -> Received {
+    loop {
+        match receiver.receive(cipher, 0).await {
+            Received::Bytes => {}
+            other => return other,
+        }
+        let before = rbuf.len();
+        let fed = link.borrow_mut().feed(cipher, rbuf);
+        match fed {
+            Ok(fed) => {
+                if fed.wants_write {
+                    conn.wake_writer();
+                }
+                if rbuf.len() > before {
+                    return Received::Bytes;
+                }
+                if fed.peer_closed {
+                    return Received::Eof;
+                }
+            }
+            Err(e) => return Received::Failed(e.into()),
         }
     }
 }
@@ -863,7 +922,15 @@ fn shrink_frame_buffer(rbuf: &mut BytesMut) {
 /// Writes queued output in batches: one `send` for a run of small frames, one vectored
 /// `send` when large bodies or extra chunks are queued, splices for file ranges
 /// (`file_range.rs`), all in queue order.
-pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut stream: TcpStream) {
+///
+/// On a TLS connection every batch is sealed by its link first (`send_sealed`), file
+/// ranges included: encrypted bytes cannot be spliced from the page cache.
+pub(crate) async fn run_writer(
+    core: Rc<CoreLocal>,
+    conn: Rc<ConnLocal>,
+    mut stream: TcpStream,
+    tls: Option<Rc<RefCell<TlsLink>>>,
+) {
     let _guard = TaskGuard {
         core: core.clone(),
         conn: conn.clone(),
@@ -874,23 +941,42 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
     let mut ranges: Vec<FileRange> = Vec::with_capacity(MAX_IOVECS);
     // Set by the first file range sent (`file_range::send_file_ranges`).
     let mut socket_nonblocking = false;
+    // TLS records waiting for one write (reused: the hot path allocates once).
+    let mut sealed: Vec<u8> = Vec::new();
     loop {
         let batch = conn
             .out
             .borrow_mut()
             .take(&mut iov, &mut ranges, MAX_IOVECS);
         let memory_batch = matches!(batch, Batch::Memory(_));
-        let (result, taken) = match batch {
-            Batch::Nothing => {
+        let (result, taken) = match (batch, tls.as_deref()) {
+            (Batch::Nothing, link) => {
                 if conn.phase() == Phase::Closed {
                     return;
+                }
+                if let Some(link) = link.filter(|l| l.borrow().wants_write()) {
+                    // A record the reader's feed queued (a key update answer, an alert).
+                    if let Err(e) = send_sealed(&mut stream, link, &mut [], &[], &mut sealed).await
+                    {
+                        conn.close(&format!("write failed: {e}"));
+                        return;
+                    }
+                    continue;
                 }
                 conn.writer_signal.wait().await;
                 continue;
             }
+            (Batch::Memory(taken) | Batch::Files(taken), Some(link)) => {
+                let result = send_sealed(&mut stream, link, &mut iov, &ranges, &mut sealed).await;
+                iov.clear();
+                ranges.clear();
+                (result, taken)
+            }
             // A run right before a file range (its frame header) leaves corked with the
             // range's first bytes, once the socket is non-blocking (`file_range.rs`).
-            Batch::Memory(taken) if socket_nonblocking && conn.out.borrow().file_range_next() => {
+            (Batch::Memory(taken), None)
+                if socket_nonblocking && conn.out.borrow().file_range_next() =>
+            {
                 let sent = send_memory_before_range(&stream, &iov);
                 let rest = unsent_rest(&mut iov, sent);
                 if rest.is_empty() {
@@ -899,17 +985,17 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
                     (stream.write_vectored_all(rest).await.0, taken)
                 }
             }
-            Batch::Memory(taken) if iov.len() == 1 => {
+            (Batch::Memory(taken), None) if iov.len() == 1 => {
                 let chunk = iov.pop().unwrap_or_default();
                 (stream.write_all(chunk).await.0, taken)
             }
-            Batch::Memory(taken) => {
+            (Batch::Memory(taken), None) => {
                 let BufResult(result, back) = stream.write_vectored_all(iov).await;
                 iov = back;
                 iov.clear();
                 (result, taken)
             }
-            Batch::Files(taken) => {
+            (Batch::Files(taken), None) => {
                 // More output already queued: the last splice leaves the socket corked
                 // (MSG_MORE) for the write that follows at once.
                 let more_after = || !conn.out.borrow().nothing_queued();
@@ -943,6 +1029,34 @@ pub(crate) async fn run_writer(core: Rc<CoreLocal>, conn: Rc<ConnLocal>, mut str
             conn.reader_signal.notify();
         }
     }
+}
+
+/// Seals `iov` (memory chunks) or `ranges` (file ranges, read through io_uring a bounded
+/// chunk at a time), plus whatever TLS bytes the link already queued, and writes them.
+async fn send_sealed(
+    stream: &mut TcpStream,
+    link: &RefCell<TlsLink>,
+    iov: &mut [Bytes],
+    ranges: &[FileRange],
+    sealed: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    sealed.clear();
+    {
+        let mut link = link.borrow_mut();
+        link.take_outgoing(sealed);
+        for chunk in iov.iter() {
+            link.seal(chunk, sealed)?;
+        }
+    }
+    if !sealed.is_empty() {
+        let BufResult(result, back) = stream.write_all(std::mem::take(sealed)).await;
+        *sealed = back;
+        result?;
+    }
+    for range in ranges {
+        send_sealed_file_range(stream, range, link).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -102,6 +102,8 @@ pub(crate) struct Counters {
     pub(crate) output_closes: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) accept_refused_fd_reserve: AtomicU64,
+    pub(crate) tls_handshakes: AtomicU64,
+    pub(crate) tls_refused: AtomicU64,
     /// Set once at start: whether this core's provided buffer ring is up.
     pub(crate) recv_multishot: AtomicBool,
 }
@@ -171,6 +173,8 @@ impl CoreShared {
             output_closes: c.output_closes.load(Ordering::Relaxed),
             accept_errors: c.accept_errors.load(Ordering::Relaxed),
             accept_refused_fd_reserve: c.accept_refused_fd_reserve.load(Ordering::Relaxed),
+            tls_handshakes: c.tls_handshakes.load(Ordering::Relaxed),
+            tls_refused: c.tls_refused.load(Ordering::Relaxed),
             loop_stats: self.meter.stats(),
         }
     }

@@ -19,11 +19,16 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::BytesMut;
+use compio::io::AsyncReadExt;
+use compio::BufResult;
 use crossbeam_queue::SegQueue;
 use ringmq_remoting::{FrameDecoder, ResponseCode};
+use ringmq_tls::{TlsLink, TlsServer};
 
 use super::conn::{self, ConnLocal, Phase};
 use super::core_local::{bump, ConnMap, CoreBudget, Counters, LogLimiter, CURRENT_CORE};
+use super::recv::MIN_READ_CHUNK_BYTES;
 // Re-exported for `test_util`.
 pub(crate) use super::conn::CoreLocal;
 pub(crate) use super::core_local::{CoreMsg, CoreShared};
@@ -37,6 +42,8 @@ use ringmq_ring::Notifier;
 /// Inbox messages handled per loop iteration; the rest wait for the next iteration so
 /// one burst cannot stall the core's sockets.
 const MAX_INBOX_BATCH: usize = 4096;
+/// How long a TLS handshake may take once its first record arrived.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the drain re-checks whether every deferred answer arrived.
 const DRAIN_POLL: Duration = Duration::from_millis(2);
 /// After failing leftover requests, how long the drain lets writers flush.
@@ -273,11 +280,92 @@ impl CoreLocal {
         conn.wake_writer();
     }
 
-    /// Registers an accepted connection and starts its reader and writer tasks.
+    /// Takes an accepted connection: at once on a plain port; on a TLS port after its
+    /// first bytes and, for a TLS client, its handshake (`tls_accept`).
     fn adopt(self: &Rc<Self>, stream: compio::net::TcpStream) {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY failed: {e}");
         }
+        match self.tuning.tls.clone() {
+            None => self.register(stream, BytesMut::new(), None),
+            Some(tls) => {
+                compio::runtime::spawn(self.clone().tls_accept(stream, tls)).detach();
+            }
+        }
+    }
+
+    /// A TLS port's new connection: reads its first bytes; a handshake record starts TLS
+    /// (the handshake finishes before the connection is served), anything else is a plain
+    /// client on a permissive port or is closed on an enforcing one. The wait for the first
+    /// bytes is bounded by the idle timeout (a silent connection is idle), the handshake by
+    /// [`TLS_HANDSHAKE_TIMEOUT`].
+    async fn tls_accept(self: Rc<Self>, mut stream: compio::net::TcpStream, tls: TlsServer) {
+        let peer = stream.peer_addr().ok();
+        let read_first = async {
+            let buf = BytesMut::with_capacity(MIN_READ_CHUNK_BYTES);
+            let BufResult(result, buf) = stream.append(buf).await;
+            result.map(|_| buf)
+        };
+        let first = match self.idle_timeout {
+            Some(idle) => compio::time::timeout(idle, read_first).await,
+            None => Ok(read_first.await),
+        };
+        let first = match first {
+            Ok(Ok(buf)) if !buf.is_empty() => buf,
+            Ok(Ok(_)) => return, // closed before saying anything
+            Ok(Err(e)) => {
+                tracing::debug!(?peer, "read failed before the first frame: {e}");
+                return;
+            }
+            Err(_) => {
+                bump(&self.shared.counters.idle_closed, 1);
+                tracing::debug!(?peer, "no bytes within the idle timeout; closing");
+                return;
+            }
+        };
+        if !ringmq_tls::looks_like_tls(first[0]) {
+            if tls.mode == ringmq_tls::TlsMode::Enforcing {
+                bump(&self.shared.counters.tls_refused, 1);
+                tracing::warn!(
+                    ?peer,
+                    "closing a plain connection on an enforcing TLS port (tls.server.mode)"
+                );
+                return;
+            }
+            self.register(stream, first, None);
+            return;
+        }
+        let link = match TlsLink::server(tls.config.clone()) {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::warn!(?peer, "{e}");
+                return;
+            }
+        };
+        match ringmq_tls::io::handshake(&mut stream, link, first, TLS_HANDSHAKE_TIMEOUT).await {
+            Ok((link, plain)) => {
+                if self.draining.get() {
+                    return;
+                }
+                bump(&self.shared.counters.tls_handshakes, 1);
+                self.register(stream, plain, Some(Rc::new(RefCell::new(link))));
+            }
+            Err(e) => {
+                bump(&self.shared.counters.tls_refused, 1);
+                tracing::warn!(?peer, "TLS handshake failed: {e}");
+            }
+        }
+    }
+
+    /// Registers a connection and starts its reader and writer tasks. `initial` holds
+    /// application bytes already read (they are served first); `tls` is the connection's
+    /// TLS state once its handshake is done.
+    fn register(
+        self: &Rc<Self>,
+        stream: compio::net::TcpStream,
+        initial: BytesMut,
+        tls: Option<Rc<RefCell<TlsLink>>>,
+    ) {
         let (peer, local) = match (stream.peer_addr(), stream.local_addr()) {
             (Ok(p), Ok(l)) => (p, l),
             (Err(e), _) | (_, Err(e)) => {
@@ -307,8 +395,15 @@ impl CoreLocal {
         bump(&self.shared.counters.connections, 1);
         tracing::debug!(core = self.shared.index, conn = id, %peer, "connection accepted");
         let (read_half, write_half) = stream.into_split();
-        compio::runtime::spawn(conn::run_reader(self.clone(), conn.clone(), read_half)).detach();
-        compio::runtime::spawn(conn::run_writer(self.clone(), conn, write_half)).detach();
+        compio::runtime::spawn(conn::run_reader(
+            self.clone(),
+            conn.clone(),
+            read_half,
+            initial,
+            tls.clone(),
+        ))
+        .detach();
+        compio::runtime::spawn(conn::run_writer(self.clone(), conn, write_half, tls)).detach();
     }
 
     /// Accepts connections: as the single acceptor, handing them round-robin to every

@@ -49,6 +49,7 @@ use compio::driver::op::{Interest, PollOnce, ReadAt, Splice, SpliceFlags};
 use compio::driver::ToSharedFd;
 use compio::io::AsyncWriteExt;
 use compio::net::TcpStream;
+use ringmq_tls::TlsLink;
 
 /// Capacity asked of F_SETPIPE_SZ for each pipe: one pipe load per socket splice, so a
 /// 512 KiB pull body (32 records of 16 KiB) goes out in one. Unprivileged processes get at
@@ -798,6 +799,27 @@ async fn copy_file_ranges(stream: &mut TcpStream, ranges: &[FileRange]) -> io::R
 /// Sends `range` by reading it into a bounded buffer and writing that (the path without a
 /// pipe). Reads go through io_uring, so a page-cache miss does not block the core either.
 async fn copy_file_range(stream: &mut TcpStream, range: &FileRange) -> io::Result<()> {
+    copy_file_range_through(stream, range, None).await
+}
+
+/// Sends `range` on a TLS connection: read as [`copy_file_range`] reads it, each chunk
+/// sealed by `link` before it is written.
+pub(crate) async fn send_sealed_file_range(
+    stream: &mut TcpStream,
+    range: &FileRange,
+    link: &RefCell<TlsLink>,
+) -> io::Result<()> {
+    copy_file_range_through(stream, range, Some(link)).await?;
+    count_sent(false, 1);
+    Ok(())
+}
+
+async fn copy_file_range_through(
+    stream: &mut TcpStream,
+    range: &FileRange,
+    tls: Option<&RefCell<TlsLink>>,
+) -> io::Result<()> {
+    let mut sealed: Vec<u8> = Vec::new();
     let mut buf: Vec<u8> = Vec::with_capacity(COPY_CHUNK_BYTES.min(range.len));
     let mut offset = range.offset;
     let mut left = range.len;
@@ -821,9 +843,20 @@ async fn copy_file_range(stream: &mut TcpStream, range: &FileRange) -> io::Resul
         // The read may run past the range (it fills the buffer); send only the range.
         buf.truncate(n.min(left));
         let sent = buf.len();
-        let BufResult(written, back) = stream.write_all(buf).await;
-        buf = back;
-        written?;
+        match tls {
+            None => {
+                let BufResult(written, back) = stream.write_all(buf).await;
+                buf = back;
+                written?;
+            }
+            Some(link) => {
+                sealed.clear();
+                link.borrow_mut().seal(&buf, &mut sealed)?;
+                let BufResult(written, back) = stream.write_all(sealed).await;
+                sealed = back;
+                written?;
+            }
+        }
         offset += sent as u64;
         left -= sent;
     }

@@ -173,6 +173,17 @@ pub(crate) struct SocketReceiver<C> {
 impl<C> SocketReceiver<C> {
     pub(crate) fn new(core: Rc<CoreLocal<C>>, stream: TcpStream) -> Self {
         let multishot = core.recv_multishot;
+        Self::with_mode(core, stream, multishot)
+    }
+
+    /// A receiver that only ever does single reads: for a TLS connection, whose bytes go
+    /// through its record layer before the frame buffer, so nothing may land there behind
+    /// the reader's back (as a multishot's disarm does).
+    pub(crate) fn single(core: Rc<CoreLocal<C>>, stream: TcpStream) -> Self {
+        Self::with_mode(core, stream, false)
+    }
+
+    fn with_mode(core: Rc<CoreLocal<C>>, stream: TcpStream, multishot: bool) -> Self {
         let max_chunk = core.tuning.read_chunk_bytes.max(MIN_READ_CHUNK_BYTES);
         let ring_bytes = usize::from(core.tuning.recv_buffer_count.max(1).next_power_of_two())
             .saturating_mul(core.tuning.recv_buffer_bytes);
