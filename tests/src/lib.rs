@@ -12,6 +12,8 @@
 //! - Raw Remoting frames ([`frame_bytes`], [`RawConn`]) for malformed-input tests, and
 //!   small constructors for client configs pointed at a cluster.
 
+pub mod pop;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1386,5 +1386,7 @@ fn admin_update_broker_config_applies_live() {
 mod acl;
 #[path = "cluster/namesrv_restart.rs"]
 mod namesrv_restart;
+#[path = "cluster/pop.rs"]
+mod pop;
 #[path = "cluster/tls.rs"]
 mod tls;

@@ -1107,6 +1107,8 @@ fn unknown_codes_answer_not_supported_and_bad_frames_close_only_their_connection
 mod broker_print_ha;
 #[path = "process/core_map.rs"]
 mod core_map;
+#[path = "process/pop_kill.rs"]
+mod pop_kill;
 #[path = "process/replication.rs"]
 mod replication;
 #[path = "process/timer_kill.rs"]

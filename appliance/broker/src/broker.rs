@@ -79,6 +79,7 @@ pub struct Broker {
     /// Transaction check-back (master only).
     transaction_check: Option<crate::transaction::TransactionalMessageCheckService>,
     housekeeping: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    pop_revive: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
     /// A slave's master, as the name servers answer it.
     master_link: Arc<MasterLink>,
     /// A slave's metadata copy from its master.
@@ -147,6 +148,9 @@ impl Broker {
         let trigger = registrar.trigger();
         ctx.topics.set_on_change(Box::new(trigger));
         let housekeeping = start_housekeeping(ctx.clone());
+        // POP's revive service runs where POP is served: a master with the timer.
+        let pop_revive = (ctx.config.is_master() && ctx.config.timer_wheel_enable)
+            .then(|| crate::pop::revive::start(ctx.clone()));
         tracing::info!(
             broker = ctx.config.broker_name,
             cluster = ctx.config.broker_cluster_name,
@@ -163,6 +167,7 @@ impl Broker {
             schedule,
             transaction_check,
             housekeeping: Some(housekeeping),
+            pop_revive,
             master_link,
             slave_sync,
         })
@@ -211,6 +216,10 @@ impl Broker {
         }
         if let Some(svc) = self.transaction_check.take() {
             svc.stop();
+        }
+        if let Some((stop, handle)) = self.pop_revive.take() {
+            stop.store(true, Ordering::Release);
+            let _ = handle.join();
         }
         self.ctx.timer.stop();
         if let Some((stop, handle)) = self.housekeeping.take() {

@@ -54,6 +54,8 @@ pub struct BrokerContext {
     /// TLS for the broker's own connections to name servers and its master
     /// (`tls.enable=true`); `None` connects in plain.
     pub tls_client: crate::config::ClientTls,
+    /// POP offsets handed out ahead of their checkpoints, and the revive queue counter.
+    pub pop: crate::pop::PopState,
 }
 
 impl BrokerContext {
@@ -103,6 +105,7 @@ impl BrokerContext {
             None
         });
         Arc::new(Self {
+            pop: crate::pop::PopState::default(),
             tls_client,
             store_host,
             topics,

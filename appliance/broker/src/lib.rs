@@ -16,6 +16,7 @@ pub mod long_polling;
 pub mod metadata;
 pub mod metrics;
 pub mod persist;
+pub mod pop;
 pub mod processor;
 pub mod random;
 pub mod register;

@@ -64,6 +64,11 @@ pub(crate) fn dispatch_after_queue(
         C::QueryMessage => query::query_message(ctx, &request),
         C::ConsumerSendMsgBack => crate::retry::consumer_send_msg_back(ctx, request, rc),
         C::EndTransaction => crate::transaction::end_transaction(ctx, request, rc),
+        C::PopMessage => crate::pop::processor::pop_message(ctx, request, rc),
+        C::AckMessage => crate::pop::processor::ack_message(ctx, request, rc),
+        C::ChangeMessageInvisibletime => {
+            crate::pop::processor::change_invisible_time(ctx, request, rc)
+        }
         _ => match admin::process(ctx, &request, rc) {
             Some(reply) => reply,
             None => match crate::acl::process(ctx, &request) {

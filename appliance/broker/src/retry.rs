@@ -124,7 +124,7 @@ fn refuse(request: &RemotingCommand, code: ResponseCode, remark: String) -> Repl
 }
 
 /// Why a send-back is refused: the response code and its remark.
-type Refusal = (ResponseCode, String);
+pub(crate) type Refusal = (ResponseCode, String);
 
 /// CONSUMER_SEND_MSG_BACK (36).
 pub fn consumer_send_msg_back(
@@ -331,7 +331,7 @@ fn park_retry(
 
 /// The put of the sent-back copy: the original's body and flags, one more reconsume, this
 /// broker as STOREHOST.
-fn encode_copy(
+pub(crate) fn encode_copy(
     ctx: &BrokerContext,
     rec: &StoredRecord<'_>,
     topic: String,

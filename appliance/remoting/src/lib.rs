@@ -14,6 +14,7 @@
 //! - [`body`]: fastjson-shaped JSON bodies (route data, heartbeat, register broker, ...).
 //! - [`json`]: the lenient JSON reader and compact writer the bodies and headers share.
 //! - [`number`]: allocation-free decimal text for numeric `extFields`.
+//! - [`pop`]: POP consumption's receipt handles, offset infos and revive-topic bodies.
 
 pub mod body;
 pub mod codes;
@@ -23,6 +24,7 @@ pub mod header;
 pub mod json;
 pub mod message;
 pub mod number;
+pub mod pop;
 
 pub use codes::{LanguageCode, RequestCode, ResponseCode};
 pub use command::{ExtFields, RemotingCommand, SerializeType};

@@ -1,0 +1,14 @@
+//! POP consumption (features.md §f) in checkpoint mode:
+//!
+//! - [`processor`]: POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME;
+//! - [`revive_log`]: checkpoints and acks written to the revive topic as timer messages,
+//!   and the retry copies of messages nobody acked;
+//! - [`revive_scan`]: one scan of a revive queue, sans-IO: which messages are due again;
+//! - [`revive`]: the thread that runs the scans and writes the retries.
+
+pub mod processor;
+pub mod revive;
+pub mod revive_log;
+pub mod revive_scan;
+
+pub use processor::PopState;

@@ -1,0 +1,741 @@
+//! POP_MESSAGE (200050), ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053)
+//! in checkpoint mode (features.md §f.4, §f.6), without buffer merging (upstream's default):
+//!
+//! - a pop reads the retry topic first one time in five (else after the topic, if the
+//!   batch is not full), writes one checkpoint per queue it took messages from, and
+//!   answers once every checkpoint is stored; only then do the queues' consumer offsets
+//!   move past the messages, so a crash before that hands them out again (at least once);
+//! - while checkpoints are being stored, later pops of the same queue start after what was
+//!   handed out (`PopState`), never hand it out twice;
+//! - an ack and a change of invisible time are ack / checkpoint messages for the revive
+//!   queue named in the receipt handle; the revive service (`revive.rs`) does the rest.
+//!
+//! Not yet: long polling (a pop that finds nothing answers POLLING_TIMEOUT at once), orderly
+//! POP, SQL92 expressions, batch acks; they are refused with a remark saying so.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use ringmq_remoting::body::topic::perm;
+use ringmq_remoting::codes::ResponseCode;
+use ringmq_remoting::header::pop::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader, PopMessageResponseHeader,
+};
+use ringmq_remoting::message::properties::{keys, MessageProperties};
+use ringmq_remoting::message::record::{self, Decoded, RecordFields};
+use ringmq_remoting::pop::{self, AckMsg, ExtraInfo, PopCheckPoint, RetryKind};
+use ringmq_remoting::RemotingCommand;
+use ringmq_runtime::{Reply, RequestContext, Responder};
+use ringmq_store::{AcceptAll, PutMessageStatus, PutRequest, PutResult};
+use ringmq_sync::LockExt;
+
+use super::revive_log;
+use crate::context::{error_response, header_error, BrokerContext};
+use crate::metadata::topic_config::{PERM_READ, PERM_WRITE};
+
+/// Revive queues of the revive topic (`reviveQueueNum`).
+pub const REVIVE_QUEUE_NUM: u32 = 8;
+/// One pop in this many reads the retry topic first (`popFromRetryProbability` = 20 %).
+const RETRY_FIRST_PERCENT: u32 = 20;
+/// Bytes one pop reads from one queue at most.
+const MAX_POP_BYTES_PER_QUEUE: usize = 4 * 1024 * 1024;
+
+/// What pops share: the offsets handed out ahead of the committed ones, and the revive
+/// queue counter.
+#[derive(Debug, Default)]
+pub struct PopState {
+    handed_out: Mutex<HashMap<String, i64>>,
+    next_revive_qid: AtomicU32,
+}
+
+impl PopState {
+    fn revive_qid(&self) -> i32 {
+        (self.next_revive_qid.fetch_add(1, Ordering::Relaxed) % REVIVE_QUEUE_NUM) as i32
+    }
+
+    fn handed_out(&self, key: &str) -> Option<i64> {
+        self.handed_out.lock_unpoisoned().get(key).copied()
+    }
+
+    fn hand_out(&self, key: &str, next: i64) {
+        let mut map = self.handed_out.lock_unpoisoned();
+        let slot = map.entry(key.to_string()).or_insert(next);
+        *slot = (*slot).max(next);
+    }
+
+    /// Takes back what a failed checkpoint handed out (if nothing was handed out since).
+    fn take_back(&self, key: &str, handed: i64, start: i64) {
+        let mut map = self.handed_out.lock_unpoisoned();
+        if map.get(key) == Some(&handed) {
+            map.insert(key.to_string(), start);
+        }
+    }
+}
+
+fn lock_key(topic: &str, group: &str, queue_id: i32) -> String {
+    format!("{topic}@{group}@{queue_id}")
+}
+
+/// The messages one pop took from one queue.
+struct QueueTake {
+    topic: String,
+    queue_id: i32,
+    start_offset: i64,
+    next_offset: i64,
+    offsets: Vec<i64>,
+    records: Vec<Bytes>,
+}
+
+/// A pop under way: what it read so far.
+struct PopBatch<'a> {
+    ctx: &'a BrokerContext,
+    h: &'a PopMessageRequestHeader,
+    tags: Option<Vec<String>>,
+    takes: Vec<QueueTake>,
+    found: usize,
+    rest: i64,
+}
+
+impl PopBatch<'_> {
+    fn wanted(&self) -> usize {
+        usize::try_from(self.h.max_msg_nums)
+            .unwrap_or(0)
+            .saturating_sub(self.found)
+    }
+
+    /// Reads the queues of `topic` from `first` round-robin (or only `only`).
+    fn read_topic(&mut self, topic: &str, only: Option<i32>, first: u32) {
+        let Some(tc) = self.ctx.topics.select(topic) else {
+            return;
+        };
+        let queues = tc.read_queue_nums.max(0) as u32;
+        let order: Vec<i32> = match only {
+            Some(q) => vec![q],
+            None => (0..queues)
+                .map(|i| ((first + i) % queues.max(1)) as i32)
+                .collect(),
+        };
+        for queue_id in order {
+            if self.wanted() == 0 {
+                break;
+            }
+            self.read_queue(topic, queue_id);
+        }
+    }
+
+    fn start_offset(&self, topic: &str, queue_id: i32, key: &str) -> i64 {
+        let group = &self.h.consumer_group;
+        let store = &self.ctx.store;
+        let committed = self.ctx.offsets.query_offset(group, topic, queue_id);
+        let start = committed.unwrap_or_else(|| {
+            let min = store.min_offset_in_queue(topic, queue_id);
+            // initMode 1 (MAX) starts at the end, except on retry topics and new queues.
+            if self.h.init_mode == 1 && !topic.starts_with(pop::RETRY_TOPIC_PREFIX) {
+                (store.max_offset_in_queue(topic, queue_id) - 1)
+                    .max(min)
+                    .max(0)
+            } else {
+                min
+            }
+        });
+        if committed.is_none() {
+            self.ctx
+                .offsets
+                .commit_offset(group, topic, queue_id, start);
+        }
+        start.max(self.ctx.pop.handed_out(key).unwrap_or(i64::MIN))
+    }
+
+    fn read_queue(&mut self, topic: &str, queue_id: i32) {
+        let group = self.h.consumer_group.clone();
+        let key = lock_key(topic, &group, queue_id);
+        let start = self.start_offset(topic, queue_id, &key);
+        let want = self.wanted() as i32;
+        let result = self.ctx.store.get_message(
+            topic,
+            queue_id,
+            start,
+            want,
+            MAX_POP_BYTES_PER_QUEUE,
+            &AcceptAll,
+        );
+        let next = result.next_begin_offset.max(start);
+        self.rest += (result.max_offset - next).max(0);
+        let mut take = QueueTake {
+            topic: topic.to_string(),
+            queue_id,
+            start_offset: start,
+            next_offset: next,
+            offsets: Vec::new(),
+            records: Vec::new(),
+        };
+        for (bytes, offset) in result
+            .messages
+            .into_iter()
+            .zip(result.message_queue_offsets)
+        {
+            if self.matches(&bytes) {
+                take.offsets.push(offset);
+                take.records.push(bytes);
+            }
+        }
+        if take.offsets.is_empty() {
+            // Nothing to checkpoint: the offset may move past what the filter skipped.
+            if next > start {
+                self.ctx
+                    .offsets
+                    .commit_offset(&group, topic, queue_id, next);
+            }
+            return;
+        }
+        self.ctx.pop.hand_out(&key, next);
+        self.found += take.offsets.len();
+        self.takes.push(take);
+    }
+
+    fn matches(&self, bytes: &[u8]) -> bool {
+        let Some(tags) = &self.tags else {
+            return true;
+        };
+        match record::decode_record(bytes, false) {
+            Ok(Decoded::Message(rec)) => {
+                let props = MessageProperties::parse_bytes(rec.properties);
+                props
+                    .get(keys::TAGS)
+                    .is_some_and(|t| tags.iter().any(|want| want == t))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `None` for every message (`*`, empty), else the tags of `a || b`.
+fn parse_tags(exp: Option<&str>) -> Option<Vec<String>> {
+    let exp = exp.map(str::trim).unwrap_or("");
+    if exp.is_empty() || exp == "*" {
+        return None;
+    }
+    Some(
+        exp.split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Why a pop is refused before reading, as upstream checks in order.
+fn check_pop(
+    ctx: &BrokerContext,
+    h: &PopMessageRequestHeader,
+) -> Result<(), (ResponseCode, String)> {
+    use ResponseCode as R;
+    if h.max_msg_nums <= 0 || h.max_msg_nums > pop::MAX_CK_MESSAGES as i32 {
+        return Err((
+            R::InvalidParameter,
+            format!("the broker pops 1 to 32 messages, not {}", h.max_msg_nums),
+        ));
+    }
+    if !ctx.config.timer_wheel_enable {
+        return Err((
+            R::SystemError,
+            "POP needs the timer: timerWheelEnable is false".into(),
+        ));
+    }
+    if !ctx.config.is_master() {
+        return Err((R::SystemError, "POP is served by the master only".into()));
+    }
+    if !ctx.live.is_readable() {
+        return Err((
+            R::NoPermission,
+            format!(
+                "the broker[{}] popping message is forbidden",
+                ctx.config.broker_ip1
+            ),
+        ));
+    }
+    if h.order {
+        return Err((
+            R::SystemError,
+            "orderly POP is not supported by this broker yet".into(),
+        ));
+    }
+    if h.exp_type
+        .as_deref()
+        .is_some_and(|t| t.eq_ignore_ascii_case("SQL92"))
+    {
+        return Err((
+            R::SubscriptionParseFailed,
+            "SQL92 expressions are not supported for POP yet".into(),
+        ));
+    }
+    let Some(tc) = ctx.topics.select(&h.topic) else {
+        return Err((
+            R::TopicNotExist,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+        ));
+    };
+    if !perm::is_readable(tc.perm) {
+        return Err((
+            R::NoPermission,
+            format!("the topic[{}] peeking message is forbidden", h.topic),
+        ));
+    }
+    if h.queue_id >= tc.read_queue_nums {
+        return Err((
+            R::InvalidParameter,
+            format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+                h.queue_id, h.topic, tc.read_queue_nums
+            ),
+        ));
+    }
+    let Some(group) = ctx.groups.find(&h.consumer_group) else {
+        return Err((
+            R::SubscriptionGroupNotExist,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        ));
+    };
+    if !group.consume_enable {
+        return Err((
+            R::NoPermission,
+            format!("subscription group no permission, {}", h.consumer_group),
+        ));
+    }
+    Ok(())
+}
+
+/// POP_MESSAGE.
+pub fn pop_message(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &RequestContext,
+) -> Reply {
+    let h: PopMessageRequestHeader = match request.decode_header() {
+        Ok(h) => h,
+        Err(e) => return header_error(&request, e),
+    };
+    if let Err((code, remark)) = check_pop(ctx, &h) {
+        return Reply::Now(error_response(&request, code, remark).into());
+    }
+    let pop_time_ms = crate::persist::now_ms();
+    let revive_qid = ctx.pop.revive_qid();
+    let retry_topic = pop::retry_topic(&h.topic, &h.consumer_group, false);
+    let mut batch = PopBatch {
+        ctx,
+        h: &h,
+        tags: parse_tags(h.exp.as_deref()),
+        takes: Vec::new(),
+        found: 0,
+        rest: 0,
+    };
+    let draw = crate::random::random_below(100);
+    let only = (h.queue_id >= 0).then_some(h.queue_id);
+    if draw < RETRY_FIRST_PERCENT {
+        batch.read_topic(&retry_topic, None, draw);
+    }
+    batch.read_topic(&h.topic, only, draw);
+    if draw >= RETRY_FIRST_PERCENT {
+        batch.read_topic(&retry_topic, None, draw);
+    }
+    let (takes, rest) = (batch.takes, batch.rest);
+    if takes.is_empty() {
+        let remark = "no new message: POP long polling is not supported by this broker yet";
+        return Reply::Now(error_response(&request, ResponseCode::PollingTimeout, remark).into());
+    }
+    let answer = PopAnswer::build(ctx, &h, &request, takes, pop_time_ms, revive_qid, rest);
+    answer.store_checkpoints(ctx.clone(), rc.responder(), revive_qid);
+    Reply::Later
+}
+
+/// The answer of a pop that found messages, waiting for its checkpoints.
+struct PopAnswer {
+    response: RemotingCommand,
+    group: String,
+    takes: Vec<QueueTake>,
+    checkpoints: Vec<PopCheckPoint>,
+}
+
+impl PopAnswer {
+    fn build(
+        ctx: &BrokerContext,
+        h: &PopMessageRequestHeader,
+        request: &RemotingCommand,
+        takes: Vec<QueueTake>,
+        pop_time_ms: i64,
+        revive_qid: i32,
+        rest: i64,
+    ) -> Self {
+        let broker_name = ctx.config.broker_name.clone();
+        let (mut start_info, mut msg_info) = (String::new(), String::new());
+        let mut body = BytesMut::new();
+        let mut checkpoints = Vec::with_capacity(takes.len());
+        for take in &takes {
+            pop::push_start_offset_info(
+                &mut start_info,
+                &take.topic,
+                take.queue_id,
+                take.start_offset,
+            );
+            pop::push_msg_offset_info(&mut msg_info, &take.topic, take.queue_id, &take.offsets);
+            let ck = PopCheckPoint {
+                start_offset: take.start_offset,
+                pop_time_ms,
+                invisible_time_ms: h.invisible_time,
+                num: take.offsets.len() as u8,
+                queue_id: take.queue_id,
+                topic: take.topic.clone(),
+                group: h.consumer_group.clone(),
+                queue_offset_diff: take
+                    .offsets
+                    .iter()
+                    .map(|o| (o - take.start_offset) as i32)
+                    .collect(),
+                broker_name: Some(broker_name.clone()),
+                ..Default::default()
+            };
+            let retry = RetryKind::of_topic(&take.topic);
+            for (bytes, offset) in take.records.iter().zip(&take.offsets) {
+                if retry == RetryKind::Normal {
+                    body.extend_from_slice(bytes);
+                    continue;
+                }
+                let handle = ExtraInfo {
+                    ck_start_offset: take.start_offset,
+                    pop_time_ms,
+                    invisible_time_ms: h.invisible_time,
+                    revive_qid,
+                    retry,
+                    broker_name: broker_name.clone(),
+                    queue_id: take.queue_id,
+                    msg_queue_offset: Some(*offset),
+                };
+                as_original_topic(bytes, &h.topic, &handle.to_string(), &mut body);
+            }
+            checkpoints.push(ck);
+        }
+        let header = PopMessageResponseHeader {
+            pop_time: pop_time_ms,
+            invisible_time: h.invisible_time,
+            revive_qid,
+            rest_num: rest,
+            start_offset_info: Some(start_info),
+            msg_offset_info: Some(msg_info),
+            order_count_info: None,
+        };
+        let mut response = request.response_to(ResponseCode::Success.code(), None);
+        response.set_header(&header);
+        response.body = body.freeze();
+        Self {
+            response,
+            group: h.consumer_group.clone(),
+            takes,
+            checkpoints,
+        }
+    }
+
+    /// Stores every checkpoint; when all are stored, moves the consumer offsets and
+    /// answers. A checkpoint that is not stored fails the pop (its messages were never
+    /// handed out for good).
+    fn store_checkpoints(self, ctx: Arc<BrokerContext>, responder: Responder, revive_qid: i32) {
+        let puts: Vec<Result<PutRequest, String>> = self
+            .checkpoints
+            .iter()
+            .map(|ck| revive_log::ck_put(&ctx, revive_qid, ck))
+            .collect();
+        let pending = Arc::new(AtomicUsize::new(puts.len()));
+        let failure: Arc<Mutex<Option<String>>> = Arc::default();
+        let shared = Arc::new(Mutex::new(Some((self, responder))));
+        for put in puts {
+            let finish = {
+                let (ctx, pending, failure, shared) = (
+                    ctx.clone(),
+                    pending.clone(),
+                    failure.clone(),
+                    shared.clone(),
+                );
+                move |error: Option<String>| {
+                    if let Some(e) = error {
+                        failure.lock_unpoisoned().get_or_insert(e);
+                    }
+                    if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        if let Some((answer, responder)) = shared.lock_unpoisoned().take() {
+                            answer.finish(&ctx, responder, failure.lock_unpoisoned().take());
+                        }
+                    }
+                }
+            };
+            match put {
+                Ok(put) => ctx.store.put(
+                    put,
+                    Box::new(move |r: PutResult| {
+                        let error = (r.status != PutMessageStatus::PutOk)
+                            .then(|| format!("checkpoint not stored: {}", r.status.name()));
+                        finish(error)
+                    }),
+                ),
+                Err(e) => finish(Some(format!("checkpoint not written: {e}"))),
+            }
+        }
+    }
+
+    fn finish(self, ctx: &BrokerContext, responder: Responder, failure: Option<String>) {
+        for take in &self.takes {
+            let key = lock_key(&take.topic, &self.group, take.queue_id);
+            if failure.is_some() {
+                ctx.pop.take_back(&key, take.next_offset, take.start_offset);
+                continue;
+            }
+            let committed = ctx
+                .offsets
+                .query_offset(&self.group, &take.topic, take.queue_id);
+            if committed.is_none_or(|c| c < take.next_offset) {
+                ctx.offsets.commit_offset(
+                    &self.group,
+                    &take.topic,
+                    take.queue_id,
+                    take.next_offset,
+                );
+            }
+        }
+        match failure {
+            None => responder.respond(self.response),
+            Some(e) => {
+                tracing::warn!(group = self.group, "pop failed: {e}");
+                let mut response = self.response;
+                response.code = ResponseCode::SystemError.code();
+                response.remark = Some(e);
+                response.body = Bytes::new();
+                response.ext_fields = Default::default();
+                responder.respond(response);
+            }
+        }
+    }
+}
+
+/// Re-encodes a retry-topic record as the original topic's, with its receipt handle in
+/// `POP_CK` (upstream's default `popResponseReturnActualRetryTopic=false`).
+fn as_original_topic(bytes: &[u8], topic: &str, handle: &str, out: &mut BytesMut) {
+    let Ok(Decoded::Message(rec)) = record::decode_record(bytes, false) else {
+        out.extend_from_slice(bytes);
+        return;
+    };
+    let mut props = MessageProperties::parse_bytes(rec.properties);
+    if props.insert(keys::POP_CK, handle).is_err() {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    let mut prop_bytes = Vec::with_capacity(rec.properties.len() + handle.len() + 8);
+    props.encode_into(&mut prop_bytes);
+    let fields = RecordFields {
+        queue_id: rec.queue_id,
+        flag: rec.flag,
+        queue_offset: rec.queue_offset,
+        physical_offset: rec.physical_offset,
+        sys_flag: rec.sys_flag,
+        born_timestamp_ms: rec.born_timestamp_ms,
+        born_host: rec.born_host,
+        store_timestamp_ms: rec.store_timestamp_ms,
+        store_host: rec.store_host,
+        reconsume_times: rec.reconsume_times,
+        prepared_transaction_offset: rec.prepared_transaction_offset,
+        body: rec.body,
+        topic,
+        properties: &prop_bytes,
+    };
+    if record::encode_record(&fields, out).is_err() {
+        out.extend_from_slice(bytes);
+    }
+}
+
+/// What an ack or a change of invisible time names.
+struct Named<'a> {
+    topic: &'a str,
+    group: &'a str,
+    queue_id: i32,
+    extra_info: &'a str,
+    offset: i64,
+}
+
+/// The receipt handle and the real topic `n` names, checked as upstream checks them; the
+/// code and remark to refuse with otherwise.
+fn resolve(
+    ctx: &BrokerContext,
+    n: &Named<'_>,
+) -> Result<(ExtraInfo, String), (ResponseCode, String)> {
+    let refuse = |code, remark: String| (code, remark);
+    let (topic, queue_id) = (n.topic, n.queue_id);
+    let Some(tc) = ctx.topics.select(topic) else {
+        let remark = format!("topic[{topic}] not exist, apply first please!");
+        return Err(refuse(ResponseCode::TopicNotExist, remark));
+    };
+    if queue_id < 0 || queue_id >= tc.read_queue_nums {
+        let remark = format!(
+            "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
+            tc.read_queue_nums
+        );
+        return Err(refuse(ResponseCode::MessageIllegal, remark));
+    }
+    let info =
+        ExtraInfo::parse(n.extra_info).map_err(|e| refuse(ResponseCode::InvalidParameter, e.0))?;
+    if info.is_order() {
+        let remark = "orderly POP is not supported by this broker yet".to_string();
+        return Err(refuse(ResponseCode::SystemError, remark));
+    }
+    let real_topic = info.retry.real_topic(topic, n.group);
+    let min = ctx.store.min_offset_in_queue(&real_topic, queue_id);
+    let max = ctx.store.max_offset_in_queue(&real_topic, queue_id);
+    if n.offset < min || n.offset > max {
+        let remark = format!(
+            "offset is illegal, key:{real_topic}@{queue_id}, commit:{}, store:{min},{max}",
+            n.offset
+        );
+        return Err(refuse(ResponseCode::NoMessage, remark));
+    }
+    Ok((info, real_topic))
+}
+
+fn ack_of(info: &ExtraInfo, real_topic: &str, n: &Named<'_>) -> AckMsg {
+    AckMsg {
+        ack_offset: n.offset,
+        start_offset: info.ck_start_offset,
+        group: n.group.to_string(),
+        topic: real_topic.to_string(),
+        queue_id: n.queue_id,
+        pop_time_ms: info.pop_time_ms,
+        broker_name: Some(info.broker_name.clone()),
+        ack_offsets: Vec::new(),
+    }
+}
+
+/// Hands `puts` to the store in order and answers `response` when all are stored
+/// (SYSTEM_ERROR naming the first that was not).
+fn put_all_then_answer(
+    ctx: &Arc<BrokerContext>,
+    puts: Vec<PutRequest>,
+    response: RemotingCommand,
+    responder: Responder,
+) {
+    let mut puts = puts.into_iter();
+    let Some(put) = puts.next() else {
+        responder.respond(response);
+        return;
+    };
+    let ctx2 = ctx.clone();
+    ctx.store.put(
+        put,
+        Box::new(move |r: PutResult| {
+            if r.status == PutMessageStatus::PutOk {
+                put_all_then_answer(&ctx2, puts.collect(), response, responder);
+            } else {
+                let mut response = response;
+                response.code = ResponseCode::SystemError.code();
+                response.remark = Some(format!("not stored: {}", r.status.name()));
+                responder.respond(response);
+            }
+        }),
+    );
+}
+
+/// ACK_MESSAGE.
+pub fn ack_message(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &RequestContext,
+) -> Reply {
+    let h: AckMessageRequestHeader = match request.decode_header() {
+        Ok(h) => h,
+        Err(e) => return header_error(&request, e),
+    };
+    let named = Named {
+        topic: &h.topic,
+        group: &h.consumer_group,
+        queue_id: h.queue_id,
+        extra_info: &h.extra_info,
+        offset: h.offset,
+    };
+    let (info, real_topic) = match resolve(ctx, &named) {
+        Ok(t) => t,
+        Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
+    };
+    let ack = ack_of(&info, &real_topic, &named);
+    let put = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms);
+    let response = request.response_to(ResponseCode::Success.code(), None);
+    put_then_answer(ctx, &request, put.map(|p| vec![p]), response, rc)
+}
+
+/// CHANGE_MESSAGE_INVISIBLETIME: a new one-message checkpoint from now, then an ack of
+/// the message under its old checkpoint. The answer carries the new handle's parts.
+pub fn change_invisible_time(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &RequestContext,
+) -> Reply {
+    let h: ChangeInvisibleTimeRequestHeader = match request.decode_header() {
+        Ok(h) => h,
+        Err(e) => return header_error(&request, e),
+    };
+    let named = Named {
+        topic: &h.topic,
+        group: &h.consumer_group,
+        queue_id: h.queue_id,
+        extra_info: &h.extra_info,
+        offset: h.offset,
+    };
+    let (info, real_topic) = match resolve(ctx, &named) {
+        Ok(t) => t,
+        Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
+    };
+    let now_ms = crate::persist::now_ms();
+    let ck = PopCheckPoint {
+        start_offset: h.offset,
+        pop_time_ms: now_ms,
+        invisible_time_ms: h.invisible_time,
+        num: 1,
+        queue_id: h.queue_id,
+        topic: real_topic.clone(),
+        group: h.consumer_group.clone(),
+        queue_offset_diff: vec![0],
+        broker_name: Some(info.broker_name.clone()),
+        ..Default::default()
+    };
+    let ack = ack_of(&info, &real_topic, &named);
+    let puts = revive_log::ck_put(ctx, info.revive_qid, &ck).and_then(|ck| {
+        let ack = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms)?;
+        Ok(vec![ck, ack])
+    });
+    let mut response = request.response_to(ResponseCode::Success.code(), None);
+    response.set_header(&ChangeInvisibleTimeResponseHeader {
+        pop_time: now_ms,
+        invisible_time: h.invisible_time,
+        revive_qid: info.revive_qid,
+    });
+    put_then_answer(ctx, &request, puts, response, rc)
+}
+
+/// Stores `puts` in order, then answers `response`; a put that cannot be built is refused
+/// at once with SYSTEM_ERROR.
+fn put_then_answer(
+    ctx: &Arc<BrokerContext>,
+    request: &RemotingCommand,
+    puts: Result<Vec<PutRequest>, String>,
+    response: RemotingCommand,
+    rc: &RequestContext,
+) -> Reply {
+    match puts {
+        Ok(puts) => {
+            put_all_then_answer(ctx, puts, response, rc.responder());
+            Reply::Later
+        }
+        Err(e) => Reply::Now(error_response(request, ResponseCode::SystemError, e).into()),
+    }
+}
+
+/// Creates the POP retry topic of `group` on `topic` if absent (one queue, read-write).
+pub fn ensure_retry_topic(ctx: &BrokerContext, retry_topic: &str) {
+    ctx.topics
+        .create_topic_of_retry(retry_topic, 1, PERM_READ | PERM_WRITE);
+}

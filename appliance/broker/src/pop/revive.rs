@@ -1,0 +1,186 @@
+//! The revive service (features.md §f.6): one thread on the master that, about once a
+//! second, scans each revive queue from its committed offset ([`ReviveScan`]), writes a
+//! retry copy of every popped message whose invisible time passed without an ack, and
+//! commits the revive offset (group `CID_RMQ_SYS_REVIVE_GROUP`) past what it handled.
+//!
+//! A retry that is not stored stops the queue's round before the checkpoint it belongs
+//! to: the offset stays, and the next round tries that checkpoint again (at least once;
+//! upstream re-puts the checkpoint with a back-off instead).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ringmq_remoting::message::properties::{keys, MessageProperties};
+use ringmq_remoting::message::record::{self, Decoded};
+use ringmq_remoting::pop::{self, REVIVE_GROUP};
+use ringmq_store::AcceptAll;
+
+use super::processor::{ensure_retry_topic, REVIVE_QUEUE_NUM};
+use super::revive_log;
+use super::revive_scan::{DueCheckpoint, ReviveMessage, ReviveScan};
+use crate::context::BrokerContext;
+
+/// Pause between rounds (`reviveInterval`).
+const ROUND_INTERVAL: Duration = Duration::from_millis(1_000);
+/// Messages read from a revive queue per read, and per round at most.
+const READ_BATCH: i32 = 32;
+const MAX_READ_PER_ROUND: usize = 16_384;
+/// The timer must be this close to now before the scan may treat "nothing more in the
+/// queue" as "nothing more until now" (acks still in the wheel would otherwise be missed).
+const TIMER_CAUGHT_UP_SECS: i64 = 1;
+
+/// Starts the revive thread; stops when the flag is set.
+pub fn start(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("ringmq-pop-revive".into())
+        .spawn(move || {
+            while !stop2.load(Ordering::Acquire) {
+                for qid in 0..REVIVE_QUEUE_NUM as i32 {
+                    revive_queue(&ctx, qid);
+                }
+                sleep_unless_stopped(&stop2, ROUND_INTERVAL);
+            }
+        })
+        .expect("spawn the POP revive thread");
+    (stop, handle)
+}
+
+fn sleep_unless_stopped(stop: &AtomicBool, total: Duration) {
+    let step = Duration::from_millis(50);
+    let mut slept = Duration::ZERO;
+    while slept < total && !stop.load(Ordering::Acquire) {
+        std::thread::sleep(step);
+        slept += step;
+    }
+}
+
+/// One round over revive queue `qid`.
+pub fn revive_queue(ctx: &BrokerContext, qid: i32) {
+    let topic = pop::revive_topic(&ctx.config.broker_cluster_name);
+    let committed = ctx.offsets.query_offset(REVIVE_GROUP, &topic, qid);
+    let old_offset = committed.unwrap_or(ctx.store.min_offset_in_queue(&topic, qid) - 1);
+    let mut scan = ReviveScan::new(old_offset);
+    let mut next = old_offset + 1;
+    let mut read = 0usize;
+    while read < MAX_READ_PER_ROUND {
+        let r = ctx
+            .store
+            .get_message(&topic, qid, next, READ_BATCH, 1 << 20, &AcceptAll);
+        if r.messages.is_empty() {
+            break;
+        }
+        for (bytes, offset) in r.messages.iter().zip(&r.message_queue_offsets) {
+            add_message(&mut scan, bytes, *offset);
+        }
+        read += r.messages.len();
+        next = r.next_begin_offset;
+    }
+    if scan.bad_bodies > 0 {
+        tracing::warn!(
+            queue = qid,
+            bad = scan.bad_bodies,
+            "revive queue holds unreadable checkpoint or ack bodies; skipped"
+        );
+    }
+    if read < MAX_READ_PER_ROUND && ctx.timer.runtime_info().read_behind_s <= TIMER_CAUGHT_UP_SECS {
+        scan.reached(crate::persist::now_ms());
+    }
+    let plan = scan.plan();
+    let mut new_offset = old_offset;
+    for due in &plan.due {
+        if let Err(e) = revive_checkpoint(ctx, due) {
+            tracing::warn!(
+                queue = qid,
+                topic = due.ck.topic,
+                group = due.ck.group,
+                "revive stopped: {e}; retrying next round"
+            );
+            break;
+        }
+        new_offset = due.ck.revive_offset;
+    }
+    if new_offset > old_offset {
+        ctx.offsets
+            .commit_offset(REVIVE_GROUP, &topic, qid, new_offset);
+    }
+}
+
+fn add_message(scan: &mut ReviveScan, bytes: &[u8], queue_offset: i64) {
+    let Ok(Decoded::Message(rec)) = record::decode_record(bytes, false) else {
+        scan.bad_bodies += 1;
+        return;
+    };
+    let props = MessageProperties::parse_bytes(rec.properties);
+    let deliver_ms = props
+        .get(keys::TIMER_DELIVER_MS)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(rec.store_timestamp_ms);
+    scan.add(ReviveMessage {
+        tags: props.get(keys::TAGS).unwrap_or(""),
+        body: rec.body,
+        queue_offset,
+        deliver_ms,
+    });
+}
+
+/// Writes the retry copies of a due checkpoint's un-acked messages. A checkpoint whose
+/// topic or group is gone is done (nothing to deliver to).
+fn revive_checkpoint(ctx: &BrokerContext, due: &DueCheckpoint) -> Result<(), String> {
+    let ck = &due.ck;
+    let normal_topic = normal_topic_of(&ck.topic, &ck.group);
+    if ctx.topics.select(&normal_topic).is_none() || ctx.groups.get(&ck.group).is_none() {
+        return Ok(());
+    }
+    let retry_topic = if ck.topic.starts_with(pop::RETRY_TOPIC_PREFIX) {
+        ck.topic.clone()
+    } else {
+        pop::retry_topic(&ck.topic, &ck.group, false)
+    };
+    for offset in &due.unacked_offsets {
+        let r = ctx
+            .store
+            .get_message(&ck.topic, ck.queue_id, *offset, 1, 1 << 24, &AcceptAll);
+        let Some(bytes) = r
+            .messages
+            .first()
+            .filter(|_| r.message_queue_offsets.first() == Some(offset))
+        else {
+            // Gone (retention): nothing left to deliver.
+            continue;
+        };
+        let Ok(Decoded::Message(rec)) = record::decode_record(bytes, false) else {
+            continue;
+        };
+        ensure_retry_topic(ctx, &retry_topic);
+        let put = revive_log::retry_put(ctx, &rec, &retry_topic, ck.pop_time_ms)?;
+        revive_log::put_and_wait(ctx, put)?;
+    }
+    Ok(())
+}
+
+/// The topic a checkpoint's messages were popped for (a retry topic's original).
+fn normal_topic_of(topic: &str, group: &str) -> String {
+    for separator in ['_', '+'] {
+        let prefix = format!("{}{group}{separator}", pop::RETRY_TOPIC_PREFIX);
+        if let Some(rest) = topic.strip_prefix(&prefix) {
+            return rest.to_string();
+        }
+    }
+    topic.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_topics_name_their_original() {
+        assert_eq!(normal_topic_of("%RETRY%G_T", "G"), "T");
+        assert_eq!(normal_topic_of("%RETRY%G+T_x", "G"), "T_x");
+        assert_eq!(normal_topic_of("T", "G"), "T");
+    }
+}

@@ -1,0 +1,164 @@
+//! Writing the revive topic: checkpoints and acks become timer messages
+//! (`TIMER_DELIVER_MS`) for their revive queue, so they reach it at about the revive time
+//! (features.md §f.3), and the retry copies the revive service makes of un-acked messages.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use ringmq_remoting::message::properties::{keys, MessageProperties};
+use ringmq_remoting::message::record::{self, RecordFields, StoredRecord};
+use ringmq_remoting::pop::{self, AckMsg, PopCheckPoint, ACK_TAG, CK_TAG};
+use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
+
+use crate::context::BrokerContext;
+use crate::timer_put::{self, TimerPut, TimerPutSettings};
+
+/// How long the revive thread waits for one of its puts.
+const PUT_WAIT: Duration = Duration::from_secs(10);
+
+/// The put of checkpoint `ck` into revive queue `revive_qid`, released one second before
+/// its revive time.
+pub fn ck_put(
+    ctx: &BrokerContext,
+    revive_qid: i32,
+    ck: &PopCheckPoint,
+) -> Result<PutRequest, String> {
+    let deliver_ms = ck.revive_time_ms() - 1_000;
+    revive_put(
+        ctx,
+        revive_qid,
+        CK_TAG,
+        &pop::ck_uniq_key(ck),
+        ck.encode(),
+        deliver_ms,
+    )
+}
+
+/// The put of `ack` into revive queue `revive_qid`, released at the revive time of the
+/// checkpoint it acks (`pop_time + invisible_time_ms`).
+pub fn ack_put(
+    ctx: &BrokerContext,
+    revive_qid: i32,
+    ack: &AckMsg,
+    invisible_time_ms: i64,
+) -> Result<PutRequest, String> {
+    let deliver_ms = ack.pop_time_ms.saturating_add(invisible_time_ms);
+    revive_put(
+        ctx,
+        revive_qid,
+        ACK_TAG,
+        &pop::ack_uniq_key(ack),
+        ack.encode(),
+        deliver_ms,
+    )
+}
+
+fn revive_put(
+    ctx: &BrokerContext,
+    revive_qid: i32,
+    tags: &str,
+    uniq_key: &str,
+    body: String,
+    deliver_ms: i64,
+) -> Result<PutRequest, String> {
+    let mut topic = pop::revive_topic(&ctx.config.broker_cluster_name);
+    let mut queue_id = revive_qid;
+    let mut props = MessageProperties::new();
+    let bad = |e: ringmq_remoting::message::properties::PropertyError| e.to_string();
+    props.insert(keys::TAGS, tags).map_err(bad)?;
+    props.insert(keys::UNIQ_KEY, uniq_key).map_err(bad)?;
+    props
+        .insert(keys::TIMER_DELIVER_MS, &deliver_ms.to_string())
+        .map_err(bad)?;
+    let settings = TimerPutSettings::from_config(&ctx.config);
+    let now_ms = crate::persist::now_ms();
+    match timer_put::transform(
+        &mut props,
+        &mut topic,
+        &mut queue_id,
+        now_ms,
+        &settings,
+        |t| ctx.timer.slot_num(t),
+    ) {
+        Ok(TimerPut::Parked { .. } | TimerPut::Immediate | TimerPut::NotTimer) => {}
+        Err(status) => return Err(timer_put::refusal(status, &settings).1),
+    }
+    let mut prop_bytes = Vec::with_capacity(128);
+    props.encode_into(&mut prop_bytes);
+    let fields = RecordFields {
+        queue_id,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp_ms: now_ms,
+        born_host: ctx.store_host,
+        store_timestamp_ms: 0,
+        store_host: ctx.store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: body.as_bytes(),
+        topic: &topic,
+        properties: &prop_bytes,
+    };
+    encode_put(topic.clone(), queue_id, &fields)
+}
+
+/// The retry copy of `rec` (a popped message nobody acked) for POP retry topic
+/// `retry_topic`, queue 0, made as a sent-back copy is (one more reconsume, this broker as
+/// STOREHOST), with `1ST_POP_TIME` kept or set to the pop time.
+pub fn retry_put(
+    ctx: &BrokerContext,
+    rec: &StoredRecord<'_>,
+    retry_topic: &str,
+    first_pop_time_ms: i64,
+) -> Result<PutRequest, String> {
+    let mut props = MessageProperties::parse_bytes(rec.properties);
+    if !props.contains_key(keys::FIRST_POP_TIME) {
+        props
+            .insert(keys::FIRST_POP_TIME, &first_pop_time_ms.to_string())
+            .map_err(|e| e.to_string())?;
+    }
+    let original = rec.topic().map_err(|e| e.to_string())?;
+    if !props.contains_key(keys::RETRY_TOPIC) && !original.starts_with(pop::RETRY_TOPIC_PREFIX) {
+        props
+            .insert(keys::RETRY_TOPIC, original)
+            .map_err(|e| e.to_string())?;
+    }
+    crate::retry::encode_copy(ctx, rec, retry_topic.to_string(), 0, &props).map_err(|(_, why)| why)
+}
+
+fn encode_put(
+    topic: String,
+    queue_id: i32,
+    fields: &RecordFields<'_>,
+) -> Result<PutRequest, String> {
+    let mut records = BytesMut::with_capacity(fields.encoded_size());
+    record::encode_record(fields, &mut records).map_err(|e| e.to_string())?;
+    Ok(PutRequest {
+        topic,
+        queue_id,
+        sys_flag: 0,
+        records,
+        record_count: 1,
+        keys: None,
+        wait_store_msg_ok: true,
+    })
+}
+
+/// Puts and waits (for the revive thread, never a network core).
+pub fn put_and_wait(ctx: &BrokerContext, put: PutRequest) -> Result<(), String> {
+    let (tx, rx) = mpsc::sync_channel::<PutResult>(1);
+    ctx.store.put(
+        put,
+        Box::new(move |result: PutResult| {
+            let _ = tx.send(result);
+        }),
+    );
+    match rx.recv_timeout(PUT_WAIT) {
+        Ok(result) if result.status == PutMessageStatus::PutOk => Ok(()),
+        Ok(result) => Err(format!("not stored: {}", result.status.name())),
+        Err(_) => Err(format!("not stored within {} s", PUT_WAIT.as_secs())),
+    }
+}
