@@ -24,7 +24,7 @@ pub struct Popped {
 pub const INVISIBLE_MS: i64 = 3_000;
 
 /// A POP_MESSAGE request for any queue of `topic`.
-pub fn pop_request(group: &str, topic: &str, invisible_ms: i64) -> RemotingCommand {
+pub fn pop_request(group: &str, topic: &str, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {
     let mut r = RemotingCommand::request(RequestCode::PopMessage.code(), 0);
     let now = ringmq_broker::persist::now_ms();
     for (k, v) in [
@@ -33,7 +33,7 @@ pub fn pop_request(group: &str, topic: &str, invisible_ms: i64) -> RemotingComma
         ("queueId", "-1".into()),
         ("maxMsgNums", "32".into()),
         ("invisibleTime", invisible_ms.to_string()),
-        ("pollTime", "0".into()),
+        ("pollTime", poll_ms.to_string()),
         ("bornTime", now.to_string()),
         ("initMode", "0".into()),
         ("expType", "TAG".into()),
@@ -54,18 +54,26 @@ pub struct PopTarget {
     pub topic: String,
 }
 
-/// Pops once: the messages, or none when the broker answered POLLING_TIMEOUT.
+/// Pops once without waiting: the messages, or none when the broker answered
+/// POLLING_TIMEOUT.
 pub fn pop(client: &RemotingClient, t: &PopTarget, invisible_ms: i64) -> Vec<Popped> {
+    pop_waiting(client, t, invisible_ms, 0)
+}
+
+/// Pops once, letting the broker wait up to `poll_ms` for a message.
+pub fn pop_waiting(
+    client: &RemotingClient,
+    t: &PopTarget,
+    invisible_ms: i64,
+    poll_ms: i64,
+) -> Vec<Popped> {
     let (broker, group, topic) = (&t.broker_addr, &t.group, &t.topic);
     let broker_name = &t.broker_name;
     let response = block_on({
         let (client, broker) = (client.clone(), broker.to_string());
-        let request = pop_request(group, topic, invisible_ms);
-        async move {
-            client
-                .invoke(&broker, request, Duration::from_secs(5))
-                .await
-        }
+        let request = pop_request(group, topic, invisible_ms, poll_ms);
+        let timeout = Duration::from_millis(5_000 + poll_ms.max(0) as u64);
+        async move { client.invoke(&broker, request, timeout).await }
     })
     .expect("pop answered");
     if response.code == ResponseCode::PollingTimeout.code() {

@@ -1,11 +1,13 @@
 //! POP consumption (features.md §f) in checkpoint mode:
 //!
-//! - [`processor`]: POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME;
+//! - [`processor`]: POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION;
+//! - [`polling`]: pops that found nothing waiting for a message (long polling);
 //! - [`revive_log`]: checkpoints and acks written to the revive topic as timer messages,
 //!   and the retry copies of messages nobody acked;
 //! - [`revive_scan`]: one scan of a revive queue, sans-IO: which messages are due again;
 //! - [`revive`]: the thread that runs the scans and writes the retries.
 
+pub mod polling;
 pub mod processor;
 pub mod revive;
 pub mod revive_log;

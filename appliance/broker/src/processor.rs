@@ -69,6 +69,7 @@ pub(crate) fn dispatch_after_queue(
         C::ChangeMessageInvisibletime => {
             crate::pop::processor::change_invisible_time(ctx, request, rc)
         }
+        C::Notification => crate::pop::processor::notification(ctx, request, rc),
         _ => match admin::process(ctx, &request, rc) {
             Some(reply) => reply,
             None => match crate::acl::process(ctx, &request) {

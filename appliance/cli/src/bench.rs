@@ -33,6 +33,7 @@ use ringmq_client::blocking::block_on;
 use ringmq_client::consumer::{PullConsumer, PullConsumerConfig, PullOptions, PullStatus};
 use ringmq_client::error::{ClientError, Result};
 use ringmq_client::message::{now_ms, Message, MessageQueue, SendStatus};
+use ringmq_client::pop::{PopConsumer, PopConsumerConfig};
 use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::transport::{ClientConfig, RemotingClient};
 
@@ -117,6 +118,10 @@ pub struct BenchArgs {
     /// Consumer: start from the queues' first offset instead of their end.
     #[arg(long = "from-start")]
     pub from_start: bool,
+    /// Consumer: POP (5.x) instead of pull: the group pops from every broker of the topic
+    /// (from the group's offset, the queues' start for a new group) and acks every message.
+    #[arg(long = "pop")]
+    pub pop: bool,
     /// Report interval in seconds.
     #[arg(long = "interval", default_value_t = 1)]
     pub report_interval_secs: u64,
@@ -768,12 +773,7 @@ fn producer_thread(
             ))));
             return;
         }
-        let _ = ready.send(Ok(()));
-        let stats = Rc::new(Stats::new());
-        let done = Rc::new(Cell::new(false));
-        let every = Duration::from_secs(args.report_interval_secs.max(1));
-        compio::runtime::spawn(reporter(stats.clone(), done.clone(), every, id, tx.clone()))
-            .detach();
+        let (stats, done) = start_reporting(&args, id, &tx, &ready);
         let body = Bytes::from(make_body(args.message_bytes));
         let template = {
             let mut m = Message::new(args.topic.clone(), body);
@@ -951,6 +951,103 @@ fn make_body(len: usize) -> Vec<u8> {
     (0..len).map(|i| b'a' + (i % 26) as u8).collect()
 }
 
+/// Tells the run this worker is ready and starts its periodic reports; returns the
+/// worker's stats and the flag that ends the reports.
+fn start_reporting(
+    args: &BenchArgs,
+    id: usize,
+    tx: &mpsc::Sender<(usize, Snapshot)>,
+    ready: &mpsc::Sender<Result<()>>,
+) -> (Rc<Stats>, Rc<Cell<bool>>) {
+    let _ = ready.send(Ok(()));
+    let stats = Rc::new(Stats::new());
+    let done = Rc::new(Cell::new(false));
+    let every = Duration::from_secs(args.report_interval_secs.max(1));
+    compio::runtime::spawn(reporter(stats.clone(), done.clone(), every, id, tx.clone())).detach();
+    (stats, done)
+}
+
+/// Popping tasks per broker in one consumer thread: pops in flight at once, so an ack
+/// round trip does not idle the broker.
+const POPS_IN_FLIGHT_PER_BROKER: usize = 4;
+
+/// A `--pop` consumer thread: pops from every broker of the topic and acks each message
+/// (a failed ack counts as a failure; the message comes back after its invisible time).
+fn pop_consumer_thread(
+    args: BenchArgs,
+    control: Arc<Control>,
+    id: usize,
+    tx: mpsc::Sender<(usize, Snapshot)>,
+    ready: mpsc::Sender<Result<()>>,
+) {
+    let Some(rt) = worker_runtime(&ready) else {
+        return;
+    };
+    rt.block_on(async move {
+        compio::runtime::spawn(deadline_watch(control.clone())).detach();
+        let consumer = PopConsumer::new(PopConsumerConfig {
+            group: args
+                .group
+                .clone()
+                .unwrap_or_else(|| "benchmark_consumer".into()),
+            namesrv_addrs: args.namesrv_addrs(),
+            client: args.client_config(),
+            // Short waits so the run ends promptly at its deadline.
+            poll_time_ms: 1_000,
+            ..PopConsumerConfig::default()
+        });
+        let brokers = match consumer.brokers(&args.topic).await {
+            Ok(b) if !b.is_empty() => b,
+            other => {
+                let why = other
+                    .err()
+                    .map_or("no broker".to_string(), |e| e.to_string());
+                let _ = ready.send(Err(ClientError::Invalid(format!(
+                    "no route for topic {} from name server {}: {why}",
+                    args.topic, args.namesrv
+                ))));
+                return;
+            }
+        };
+        let (stats, done) = start_reporting(&args, id, &tx, &ready);
+        let mut joins = Vec::new();
+        for (name, addr) in brokers {
+            for _ in 0..POPS_IN_FLIGHT_PER_BROKER {
+                let (c, ctl, s) = (consumer.clone(), control.clone(), stats.clone());
+                let (name, addr, topic) = (name.clone(), addr.clone(), args.topic.clone());
+                joins.push(compio::runtime::spawn(async move {
+                    while ctl.running() {
+                        match c.pop(&name, &addr, &topic, 32).await {
+                            Ok(r) => {
+                                let now = Instant::now();
+                                if !ctl.claim(r.messages.len() as u64) {
+                                    ctl.stop.store(true, Ordering::Relaxed);
+                                }
+                                for m in &r.messages {
+                                    let body = &m.message.body;
+                                    let lat = e2e_latency(body, m.message.born_timestamp_ms, now);
+                                    match c.ack(&topic, m).await {
+                                        Ok(()) => s.ok(1, body.len() as u64, lat),
+                                        Err(e) => s.fail(&e),
+                                    }
+                                }
+                            }
+                            Err(e) => {
+                                s.fail(&e);
+                                compio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                        }
+                    }
+                }));
+            }
+        }
+        for j in joins {
+            let _ = j.await;
+        }
+        finish(&stats, &done, id, &tx);
+    });
+}
+
 fn consumer_thread(
     args: BenchArgs,
     thread_no: usize,
@@ -959,6 +1056,9 @@ fn consumer_thread(
     tx: mpsc::Sender<(usize, Snapshot)>,
     ready: mpsc::Sender<Result<()>>,
 ) {
+    if args.pop {
+        return pop_consumer_thread(args, control, id, tx, ready);
+    }
     let Some(rt) = worker_runtime(&ready) else {
         return;
     };
@@ -1013,12 +1113,7 @@ fn consumer_thread(
                 }
             }
         }
-        let _ = ready.send(Ok(()));
-        let stats = Rc::new(Stats::new());
-        let done = Rc::new(Cell::new(false));
-        let every = Duration::from_secs(args.report_interval_secs.max(1));
-        compio::runtime::spawn(reporter(stats.clone(), done.clone(), every, id, tx.clone()))
-            .detach();
+        let (stats, done) = start_reporting(&args, id, &tx, &ready);
         let mut joins = Vec::new();
         for (mq, start) in mine.into_iter().zip(starts) {
             let (c, ctl, s) = (consumer.clone(), control.clone(), stats.clone());

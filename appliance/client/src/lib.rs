@@ -22,6 +22,7 @@ pub mod blocking;
 pub mod consumer;
 pub mod error;
 pub mod message;
+pub mod pop;
 pub mod producer;
 pub mod route;
 pub mod transport;
@@ -34,6 +35,7 @@ pub use consumer::{
 };
 pub use error::{ClientError, Result};
 pub use message::{Message, MessageExt, MessageQueue, SendResult, SendStatus};
+pub use pop::{PopConsumer, PopConsumerConfig, PopResult, PopStatus, PoppedMessage};
 pub use producer::{Producer, ProducerConfig, QueueSelector};
 pub use route::{RouteCache, TopicRoute};
 pub use transport::{ClientConfig, RemotingClient, RequestHandler};

@@ -10,8 +10,10 @@
 //! - an ack and a change of invisible time are ack / checkpoint messages for the revive
 //!   queue named in the receipt handle; the revive service (`revive.rs`) does the rest.
 //!
-//! Not yet: long polling (a pop that finds nothing answers POLLING_TIMEOUT at once), orderly
-//! POP, SQL92 expressions, batch acks; they are refused with a remark saying so.
+//! A pop that finds nothing waits up to its `pollTime` for a message (`polling.rs`).
+//!
+//! Not yet: orderly POP, SQL92 expressions, batch acks; they are refused with a remark
+//! saying so.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -22,7 +24,8 @@ use ringmq_remoting::body::topic::perm;
 use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::header::pop::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    PopMessageRequestHeader, PopMessageResponseHeader,
+    NotificationRequestHeader, NotificationResponseHeader, PopMessageRequestHeader,
+    PopMessageResponseHeader,
 };
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded, RecordFields};
@@ -32,6 +35,7 @@ use ringmq_runtime::{Reply, RequestContext, Responder};
 use ringmq_store::{AcceptAll, PutMessageStatus, PutRequest, PutResult};
 use ringmq_sync::LockExt;
 
+use super::polling::{self, Watch};
 use super::revive_log;
 use crate::context::{error_response, header_error, BrokerContext};
 use crate::metadata::topic_config::{PERM_READ, PERM_WRITE};
@@ -40,6 +44,11 @@ use crate::metadata::topic_config::{PERM_READ, PERM_WRITE};
 pub const REVIVE_QUEUE_NUM: u32 = 8;
 /// One pop in this many reads the retry topic first (`popFromRetryProbability` = 20 %).
 const RETRY_FIRST_PERCENT: u32 = 20;
+/// A pop arriving later than this after its poll time ended is answered POLLING_TIMEOUT
+/// at once (the client gave up on it).
+const POLL_LATE_LIMIT_MS: i64 = 500;
+/// The longest a pop waits for a message (its `pollTime` is capped to this).
+const MAX_POLL_MS: i64 = 120_000;
 /// Bytes one pop reads from one queue at most.
 const MAX_POP_BYTES_PER_QUEUE: usize = 4 * 1024 * 1024;
 
@@ -49,6 +58,8 @@ const MAX_POP_BYTES_PER_QUEUE: usize = 4 * 1024 * 1024;
 pub struct PopState {
     handed_out: Mutex<HashMap<String, i64>>,
     next_revive_qid: AtomicU32,
+    /// Pops and notifications waiting for a message now (`polling.rs`).
+    pub(crate) polling: AtomicUsize,
 }
 
 impl PopState {
@@ -97,6 +108,8 @@ struct PopBatch<'a> {
     takes: Vec<QueueTake>,
     found: usize,
     rest: i64,
+    /// Every queue read, from where it was read: what a pop that found nothing waits on.
+    watches: Vec<Watch>,
 }
 
 impl PopBatch<'_> {
@@ -164,6 +177,11 @@ impl PopBatch<'_> {
         );
         let next = result.next_begin_offset.max(start);
         self.rest += (result.max_offset - next).max(0);
+        self.watches.push(Watch {
+            topic: topic.to_string(),
+            queue_id,
+            offset: next,
+        });
         let mut take = QueueTake {
             topic: topic.to_string(),
             queue_id,
@@ -233,6 +251,13 @@ fn check_pop(
     h: &PopMessageRequestHeader,
 ) -> Result<(), (ResponseCode, String)> {
     use ResponseCode as R;
+    let late_ms = crate::persist::now_ms() - h.born_time - h.poll_time;
+    if late_ms > POLL_LATE_LIMIT_MS {
+        return Err((
+            R::PollingTimeout,
+            format!("the pop arrived {late_ms} ms after its poll time ended"),
+        ));
+    }
     if h.max_msg_nums <= 0 || h.max_msg_nums > pop::MAX_CK_MESSAGES as i32 {
         return Err((
             R::InvalidParameter,
@@ -321,34 +346,84 @@ pub fn pop_message(
     if let Err((code, remark)) = check_pop(ctx, &h) {
         return Reply::Now(error_response(&request, code, remark).into());
     }
-    let pop_time_ms = crate::persist::now_ms();
-    let revive_qid = ctx.pop.revive_qid();
-    let retry_topic = pop::retry_topic(&h.topic, &h.consumer_group, false);
-    let mut batch = PopBatch {
-        ctx,
-        h: &h,
-        tags: parse_tags(h.exp.as_deref()),
-        takes: Vec::new(),
-        found: 0,
-        rest: 0,
+    let now_ms = crate::persist::now_ms();
+    let deadline_ms = now_ms + h.poll_time.clamp(0, MAX_POLL_MS);
+    let attempt = PopAttempt {
+        request,
+        h,
+        responder: rc.responder(),
+        core: rc.core_index(),
+        deadline_ms,
     };
-    let draw = crate::random::random_below(100);
-    let only = (h.queue_id >= 0).then_some(h.queue_id);
-    if draw < RETRY_FIRST_PERCENT {
-        batch.read_topic(&retry_topic, None, draw);
-    }
-    batch.read_topic(&h.topic, only, draw);
-    if draw >= RETRY_FIRST_PERCENT {
-        batch.read_topic(&retry_topic, None, draw);
-    }
-    let (takes, rest) = (batch.takes, batch.rest);
-    if takes.is_empty() {
-        let remark = "no new message: POP long polling is not supported by this broker yet";
-        return Reply::Now(error_response(&request, ResponseCode::PollingTimeout, remark).into());
-    }
-    let answer = PopAnswer::build(ctx, &h, &request, takes, pop_time_ms, revive_qid, rest);
-    answer.store_checkpoints(ctx.clone(), rc.responder(), revive_qid);
+    attempt.run(ctx);
     Reply::Later
+}
+
+/// A pop being served: read now, or wait (long polling) and read again when woken.
+struct PopAttempt {
+    request: RemotingCommand,
+    h: PopMessageRequestHeader,
+    responder: Responder,
+    core: usize,
+    deadline_ms: i64,
+}
+
+impl PopAttempt {
+    fn run(self, ctx: &Arc<BrokerContext>) {
+        let pop_time_ms = crate::persist::now_ms();
+        let h = &self.h;
+        let revive_qid = ctx.pop.revive_qid();
+        let retry_topic = pop::retry_topic(&h.topic, &h.consumer_group, false);
+        let mut batch = PopBatch {
+            ctx,
+            h,
+            tags: parse_tags(h.exp.as_deref()),
+            takes: Vec::new(),
+            found: 0,
+            rest: 0,
+            watches: Vec::new(),
+        };
+        let draw = crate::random::random_below(100);
+        let only = (h.queue_id >= 0).then_some(h.queue_id);
+        if draw < RETRY_FIRST_PERCENT {
+            batch.read_topic(&retry_topic, None, draw);
+        }
+        batch.read_topic(&h.topic, only, draw);
+        if draw >= RETRY_FIRST_PERCENT {
+            batch.read_topic(&retry_topic, None, draw);
+        }
+        let PopBatch {
+            takes,
+            rest,
+            watches,
+            tags,
+            ..
+        } = batch;
+        if !takes.is_empty() {
+            let answer =
+                PopAnswer::build(ctx, h, &self.request, takes, pop_time_ms, revive_qid, rest);
+            answer.store_checkpoints(ctx.clone(), self.responder, revive_qid);
+            return;
+        }
+        if pop_time_ms >= self.deadline_ms || watches.is_empty() {
+            return self.refuse(ResponseCode::PollingTimeout, "no new message");
+        }
+        if !polling::reserve(ctx) {
+            let remark = format!(
+                "{} pops already wait on this broker",
+                polling::MAX_POP_POLLING
+            );
+            return self.refuse(ResponseCode::PollingFull, &remark);
+        }
+        let (core, deadline_ms, ctx2) = (self.core, self.deadline_ms, ctx.clone());
+        let fire: polling::Fire = Box::new(move || self.run(&ctx2));
+        polling::park(ctx, core, &watches, tags.as_deref(), deadline_ms, fire);
+    }
+
+    fn refuse(self, code: ResponseCode, remark: &str) {
+        self.responder
+            .respond(error_response(&self.request, code, remark));
+    }
 }
 
 /// The answer of a pop that found messages, waiting for its checkpoints.
@@ -731,6 +806,118 @@ fn put_then_answer(
             Reply::Later
         }
         Err(e) => Reply::Now(error_response(request, ResponseCode::SystemError, e).into()),
+    }
+}
+
+/// NOTIFICATION (the gRPC proxy's "is there anything to pop?"): answers `hasMsg` at once
+/// when a queue of the topic or the group's retry queue holds a message past the group's
+/// offset, else waits up to `pollTime` for one.
+pub fn notification(
+    ctx: &Arc<BrokerContext>,
+    request: RemotingCommand,
+    rc: &RequestContext,
+) -> Reply {
+    let h: NotificationRequestHeader = match request.decode_header() {
+        Ok(h) => h,
+        Err(e) => return header_error(&request, e),
+    };
+    let refuse = |code, remark: String| Reply::Now(error_response(&request, code, remark).into());
+    let Some(tc) = ctx.topics.select(&h.topic) else {
+        return refuse(
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist", h.topic),
+        );
+    };
+    if h.queue_id >= tc.read_queue_nums {
+        return refuse(
+            ResponseCode::InvalidParameter,
+            format!("queueId[{}] is illegal", h.queue_id),
+        );
+    }
+    if ctx.groups.find(&h.consumer_group).is_none() {
+        let remark = format!("subscription group [{}] does not exist", h.consumer_group);
+        return refuse(ResponseCode::SubscriptionGroupNotExist, remark);
+    }
+    let deadline_ms = crate::persist::now_ms() + h.poll_time.clamp(0, MAX_POLL_MS);
+    let notice = Notice {
+        request,
+        h,
+        responder: rc.responder(),
+        core: rc.core_index(),
+        deadline_ms,
+    };
+    notice.run(ctx);
+    Reply::Later
+}
+
+/// A NOTIFICATION being served.
+struct Notice {
+    request: RemotingCommand,
+    h: NotificationRequestHeader,
+    responder: Responder,
+    core: usize,
+    deadline_ms: i64,
+}
+
+impl Notice {
+    /// The queues a pop of this group would read, from the group's offsets (read-only:
+    /// nothing is committed for a queue never popped).
+    fn watches(&self, ctx: &BrokerContext) -> Vec<Watch> {
+        let (group, topic) = (&self.h.consumer_group, &self.h.topic);
+        let retry = pop::retry_topic(topic, group, false);
+        let mut queues: Vec<(String, i32)> = match self.h.queue_id {
+            q if q >= 0 => vec![(topic.clone(), q)],
+            _ => {
+                let n = ctx.topics.select(topic).map_or(0, |tc| tc.read_queue_nums);
+                (0..n).map(|q| (topic.clone(), q)).collect()
+            }
+        };
+        if ctx.topics.select(&retry).is_some() {
+            queues.push((retry, 0));
+        }
+        queues
+            .into_iter()
+            .map(|(topic, queue_id)| {
+                let committed = ctx.offsets.query_offset(group, &topic, queue_id);
+                let offset = committed
+                    .unwrap_or_else(|| ctx.store.min_offset_in_queue(&topic, queue_id))
+                    .max(
+                        ctx.pop
+                            .handed_out(&lock_key(&topic, group, queue_id))
+                            .unwrap_or(i64::MIN),
+                    );
+                Watch {
+                    topic,
+                    queue_id,
+                    offset,
+                }
+            })
+            .collect()
+    }
+
+    fn run(self, ctx: &Arc<BrokerContext>) {
+        let watches = self.watches(ctx);
+        let has_msg = watches
+            .iter()
+            .any(|w| ctx.store.max_offset_in_queue(&w.topic, w.queue_id) > w.offset);
+        if has_msg || crate::persist::now_ms() >= self.deadline_ms || watches.is_empty() {
+            return self.answer(has_msg, false);
+        }
+        if !polling::reserve(ctx) {
+            return self.answer(false, true);
+        }
+        let (core, deadline_ms, ctx2) = (self.core, self.deadline_ms, ctx.clone());
+        let fire: polling::Fire = Box::new(move || self.run(&ctx2));
+        polling::park(ctx, core, &watches, None, deadline_ms, fire);
+    }
+
+    fn answer(self, has_msg: bool, polling_full: bool) {
+        let mut response = self.request.response_to(ResponseCode::Success.code(), None);
+        response.set_header(&NotificationResponseHeader {
+            has_msg,
+            polling_full,
+        });
+        self.responder.respond(response);
     }
 }
 

@@ -1,0 +1,82 @@
+//! POP long polling (features.md §f.4 step 5): a pop (or a NOTIFICATION) that finds
+//! nothing waits on every queue it read, plus the group's POP retry queue, until a matching
+//! message arrives on any of them or its poll time runs out; then it is re-run once,
+//! without waiting, and answered.
+//!
+//! The waiting is the pull long polling's (`long_polling.rs`): one held entry per watched
+//! queue, all sharing one answer, so whichever fires first answers and the others find
+//! nothing left to do when they fire. At most [`MAX_POP_POLLING`] pops wait at once on a
+//! broker (`maxPopPollingSize`); beyond that the pop is answered POLLING_FULL.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use ringmq_remoting::message::tags::tags_code;
+use ringmq_sync::LockExt;
+
+use crate::context::BrokerContext;
+use crate::long_polling::HeldPull;
+
+/// Pops (and notifications) waiting at once on one broker (`maxPopPollingSize`).
+pub const MAX_POP_POLLING: usize = 100_000;
+/// Queues one waiting pop watches at most (a topic's queues and its retry queue).
+pub const MAX_WATCHED_QUEUES: usize = 1_024;
+
+/// A queue a waiting pop watches, from the offset it read up to.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    pub topic: String,
+    pub queue_id: i32,
+    pub offset: i64,
+}
+
+/// The answer a waiting pop gives when woken or expired; runs at most once.
+pub type Fire = Box<dyn FnOnce() + Send>;
+
+/// Takes one of the [`MAX_POP_POLLING`] waiting places; false when none is left. A
+/// taken place is given back when the parked pop fires.
+pub fn reserve(ctx: &BrokerContext) -> bool {
+    let waiting = &ctx.pop.polling;
+    if waiting.fetch_add(1, Ordering::AcqRel) >= MAX_POP_POLLING {
+        waiting.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    true
+}
+
+/// Parks `fire` on `watches` (at least one) until `deadline_ms`, in a place [`reserve`]
+/// took.
+pub fn park(
+    ctx: &Arc<BrokerContext>,
+    core: usize,
+    watches: &[Watch],
+    tags: Option<&[String]>,
+    deadline_ms: i64,
+    fire: Fire,
+) {
+    assert!(!watches.is_empty(), "a pop waits on at least one queue");
+    let shared: Arc<Mutex<Option<Fire>>> = Arc::new(Mutex::new(Some(fire)));
+    let codes: Option<Vec<i64>> = tags.map(|t| t.iter().map(|t| tags_code(Some(t))).collect());
+    for w in watches.iter().take(MAX_WATCHED_QUEUES) {
+        let (shared, codes, ctx2) = (shared.clone(), codes.clone(), ctx.clone());
+        let held = HeldPull {
+            offset: w.offset,
+            deadline_ms,
+            matches_properties: false,
+            matcher: Box::new(move |code, _| codes.as_ref().is_none_or(|c| c.contains(&code))),
+            resume: Box::new(move || {
+                let fire = shared.lock_unpoisoned().take();
+                if let Some(fire) = fire {
+                    ctx2.pop.polling.fetch_sub(1, Ordering::AcqRel);
+                    fire();
+                }
+            }),
+        };
+        ctx.hold.hold(core, &w.topic, w.queue_id, held);
+        // A message may have landed between the read and the parking.
+        let max_offset = ctx.store.max_offset_in_queue(&w.topic, w.queue_id);
+        if max_offset > w.offset {
+            ctx.hold.wake_below(core, &w.topic, w.queue_id, max_offset);
+        }
+    }
+}
