@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use ringmq_remoting::message::tags::tags_code;
+use ringmq_remoting::message::tags::TagFilter;
 use ringmq_sync::LockExt;
 
 use crate::context::BrokerContext;
@@ -50,20 +50,19 @@ pub fn park(
     ctx: &Arc<BrokerContext>,
     core: usize,
     watches: &[Watch],
-    tags: Option<&[String]>,
+    filter: TagFilter,
     deadline_ms: i64,
     fire: Fire,
 ) {
     assert!(!watches.is_empty(), "a pop waits on at least one queue");
     let shared: Arc<Mutex<Option<Fire>>> = Arc::new(Mutex::new(Some(fire)));
-    let codes: Option<Vec<i64>> = tags.map(|t| t.iter().map(|t| tags_code(Some(t))).collect());
     for w in watches.iter().take(MAX_WATCHED_QUEUES) {
-        let (shared, codes, ctx2) = (shared.clone(), codes.clone(), ctx.clone());
+        let (shared, filter, ctx2) = (shared.clone(), filter.clone(), ctx.clone());
         let held = HeldPull {
             offset: w.offset,
             deadline_ms,
             matches_properties: false,
-            matcher: Box::new(move |code, _| codes.as_ref().is_none_or(|c| c.contains(&code))),
+            matcher: Box::new(move |code, _| filter.matches_tags_code(code)),
             resume: Box::new(move || {
                 let fire = shared.lock_unpoisoned().take();
                 if let Some(fire) = fire {

@@ -28,16 +28,18 @@ use ringmq_remoting::header::pop::{
     PopMessageResponseHeader,
 };
 use ringmq_remoting::message::properties::{keys, MessageProperties};
-use ringmq_remoting::message::record::{self, Decoded, RecordFields};
+use ringmq_remoting::message::record::{self, Decoded};
+use ringmq_remoting::message::tags::TagFilter;
 use ringmq_remoting::pop::{self, AckMsg, ExtraInfo, PopCheckPoint, RetryKind};
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext, Responder};
-use ringmq_store::{AcceptAll, PutMessageStatus, PutRequest, PutResult};
+use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 use ringmq_sync::LockExt;
 
 use super::polling::{self, Watch};
 use super::revive_log;
 use crate::context::{error_response, header_error, BrokerContext};
+use crate::filter::tag::TagMessageFilter;
 use crate::metadata::topic_config::{PERM_READ, PERM_WRITE};
 
 /// Revive queues of the revive topic (`reviveQueueNum`).
@@ -104,7 +106,9 @@ struct QueueTake {
 struct PopBatch<'a> {
     ctx: &'a BrokerContext,
     h: &'a PopMessageRequestHeader,
-    tags: Option<Vec<String>>,
+    /// The pop's TAG expression, checked on the ConsumeQueue's tagsCode and then on the
+    /// record's tag (no client re-checks what a pop hands out).
+    filter: TagMessageFilter,
     takes: Vec<QueueTake>,
     found: usize,
     rest: i64,
@@ -173,7 +177,7 @@ impl PopBatch<'_> {
             start,
             want,
             MAX_POP_BYTES_PER_QUEUE,
-            &AcceptAll,
+            &self.filter,
         );
         let next = result.next_begin_offset.max(start);
         self.rest += (result.max_offset - next).max(0);
@@ -190,16 +194,8 @@ impl PopBatch<'_> {
             offsets: Vec::new(),
             records: Vec::new(),
         };
-        for (bytes, offset) in result
-            .messages
-            .into_iter()
-            .zip(result.message_queue_offsets)
-        {
-            if self.matches(&bytes) {
-                take.offsets.push(offset);
-                take.records.push(bytes);
-            }
-        }
+        take.offsets = result.message_queue_offsets;
+        take.records = result.messages;
         if take.offsets.is_empty() {
             // Nothing to checkpoint: the offset may move past what the filter skipped.
             if next > start {
@@ -213,43 +209,13 @@ impl PopBatch<'_> {
         self.found += take.offsets.len();
         self.takes.push(take);
     }
-
-    fn matches(&self, bytes: &[u8]) -> bool {
-        let Some(tags) = &self.tags else {
-            return true;
-        };
-        match record::decode_record(bytes, false) {
-            Ok(Decoded::Message(rec)) => {
-                let props = MessageProperties::parse_bytes(rec.properties);
-                props
-                    .get(keys::TAGS)
-                    .is_some_and(|t| tags.iter().any(|want| want == t))
-            }
-            _ => false,
-        }
-    }
 }
 
-/// `None` for every message (`*`, empty), else the tags of `a || b`.
-fn parse_tags(exp: Option<&str>) -> Option<Vec<String>> {
-    let exp = exp.map(str::trim).unwrap_or("");
-    if exp.is_empty() || exp == "*" {
-        return None;
-    }
-    Some(
-        exp.split("||")
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string)
-            .collect(),
-    )
-}
-
-/// Why a pop is refused before reading, as upstream checks in order.
+/// Why a pop is refused before reading, as upstream checks in order; else its TAG filter.
 fn check_pop(
     ctx: &BrokerContext,
     h: &PopMessageRequestHeader,
-) -> Result<(), (ResponseCode, String)> {
+) -> Result<TagFilter, (ResponseCode, String)> {
     use ResponseCode as R;
     let late_ms = crate::persist::now_ms() - h.born_time - h.poll_time;
     if late_ms > POLL_LATE_LIMIT_MS {
@@ -330,7 +296,8 @@ fn check_pop(
             format!("subscription group no permission, {}", h.consumer_group),
         ));
     }
-    Ok(())
+    crate::filter::tag::parse_subscription(h.exp.as_deref().unwrap_or("*"))
+        .map_err(|why| (R::SubscriptionParseFailed, why))
 }
 
 /// POP_MESSAGE.
@@ -343,14 +310,16 @@ pub fn pop_message(
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
-    if let Err((code, remark)) = check_pop(ctx, &h) {
-        return Reply::Now(error_response(&request, code, remark).into());
-    }
+    let filter = match check_pop(ctx, &h) {
+        Ok(filter) => filter,
+        Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
+    };
     let now_ms = crate::persist::now_ms();
     let deadline_ms = now_ms + h.poll_time.clamp(0, MAX_POLL_MS);
     let attempt = PopAttempt {
         request,
         h,
+        filter,
         responder: rc.responder(),
         core: rc.core_index(),
         deadline_ms,
@@ -363,6 +332,7 @@ pub fn pop_message(
 struct PopAttempt {
     request: RemotingCommand,
     h: PopMessageRequestHeader,
+    filter: TagFilter,
     responder: Responder,
     core: usize,
     deadline_ms: i64,
@@ -377,7 +347,7 @@ impl PopAttempt {
         let mut batch = PopBatch {
             ctx,
             h,
-            tags: parse_tags(h.exp.as_deref()),
+            filter: TagMessageFilter::exact(self.filter.clone()),
             takes: Vec::new(),
             found: 0,
             rest: 0,
@@ -396,7 +366,6 @@ impl PopAttempt {
             takes,
             rest,
             watches,
-            tags,
             ..
         } = batch;
         if !takes.is_empty() {
@@ -416,8 +385,9 @@ impl PopAttempt {
             return self.refuse(ResponseCode::PollingFull, &remark);
         }
         let (core, deadline_ms, ctx2) = (self.core, self.deadline_ms, ctx.clone());
+        let filter = self.filter.clone();
         let fire: polling::Fire = Box::new(move || self.run(&ctx2));
-        polling::park(ctx, core, &watches, tags.as_deref(), deadline_ms, fire);
+        polling::park(ctx, core, &watches, filter, deadline_ms, fire);
     }
 
     fn refuse(self, code: ResponseCode, remark: &str) {
@@ -605,22 +575,7 @@ fn as_original_topic(bytes: &[u8], topic: &str, handle: &str, out: &mut BytesMut
     }
     let mut prop_bytes = Vec::with_capacity(rec.properties.len() + handle.len() + 8);
     props.encode_into(&mut prop_bytes);
-    let fields = RecordFields {
-        queue_id: rec.queue_id,
-        flag: rec.flag,
-        queue_offset: rec.queue_offset,
-        physical_offset: rec.physical_offset,
-        sys_flag: rec.sys_flag,
-        born_timestamp_ms: rec.born_timestamp_ms,
-        born_host: rec.born_host,
-        store_timestamp_ms: rec.store_timestamp_ms,
-        store_host: rec.store_host,
-        reconsume_times: rec.reconsume_times,
-        prepared_transaction_offset: rec.prepared_transaction_offset,
-        body: rec.body,
-        topic,
-        properties: &prop_bytes,
-    };
+    let fields = rec.fields_as(topic, &prop_bytes);
     if record::encode_record(&fields, out).is_err() {
         out.extend_from_slice(bytes);
     }
@@ -908,7 +863,7 @@ impl Notice {
         }
         let (core, deadline_ms, ctx2) = (self.core, self.deadline_ms, ctx.clone());
         let fire: polling::Fire = Box::new(move || self.run(&ctx2));
-        polling::park(ctx, core, &watches, None, deadline_ms, fire);
+        polling::park(ctx, core, &watches, TagFilter::All, deadline_ms, fire);
     }
 
     fn answer(self, has_msg: bool, polling_full: bool) {

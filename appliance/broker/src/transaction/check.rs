@@ -848,19 +848,9 @@ impl Checker {
         // (clients decode only v1 here), offsets of the copy the answer must name.
         let fields = RecordFields {
             queue_id: real_qid,
-            flag: rec.flag,
             queue_offset: copy.queue_offset,
             physical_offset: copy.wrote_offset,
-            sys_flag: rec.sys_flag,
-            born_timestamp_ms: rec.born_timestamp_ms,
-            born_host: rec.born_host,
-            store_timestamp_ms: rec.store_timestamp_ms,
-            store_host: rec.store_host,
-            reconsume_times: rec.reconsume_times,
-            prepared_transaction_offset: rec.prepared_transaction_offset,
-            body: rec.body,
-            topic: real_topic,
-            properties: &prop_bytes,
+            ..rec.fields_as(real_topic, &prop_bytes)
         };
         let mut body = BytesMut::with_capacity(fields.encoded_size());
         if let Err(e) = record::encode_record_with_version(&fields, RecordVersion::V1, &mut body) {

@@ -444,6 +444,27 @@ pub struct StoredRecord<'a> {
 }
 
 impl<'a> StoredRecord<'a> {
+    /// This record's fields under `topic` with `properties`, every other field kept
+    /// (offsets and timestamps included): a stored message re-encoded as another topic's.
+    pub fn fields_as<'b>(&'b self, topic: &'b str, properties: &'b [u8]) -> RecordFields<'b> {
+        RecordFields {
+            queue_id: self.queue_id,
+            flag: self.flag,
+            queue_offset: self.queue_offset,
+            physical_offset: self.physical_offset,
+            sys_flag: self.sys_flag,
+            born_timestamp_ms: self.born_timestamp_ms,
+            born_host: self.born_host,
+            store_timestamp_ms: self.store_timestamp_ms,
+            store_host: self.store_host,
+            reconsume_times: self.reconsume_times,
+            prepared_transaction_offset: self.prepared_transaction_offset,
+            body: self.body,
+            topic,
+            properties,
+        }
+    }
+
     /// The topic as text.
     pub fn topic(&self) -> Result<&'a str, RecordError> {
         std::str::from_utf8(self.topic_bytes).map_err(|_| RecordError::TopicNotUtf8)
