@@ -59,6 +59,9 @@ const JOB_RETRY_MS: u64 = 1;
 /// stage and the coordinator unpark it when there is some).
 const DIRECT_WORKER_IDLE_PARK_MS: u64 = 100;
 
+/// ASYNC_FLUSH: the longest the coordinator sleeps between looks at the live settings.
+const LIVE_SETTINGS_POLL_MS: u64 = 500;
+
 pub(crate) fn run_coordinator(
     shared: Arc<Shared>,
     rx: Receiver<FlushMsg>,
@@ -151,7 +154,11 @@ impl Coordinator {
             }
             return t;
         }
-        self.interval().saturating_sub(self.last_interval.elapsed())
+        // Capped so a live change of the interval (say from an hour to 500 ms) applies
+        // within a poll, not after the old interval ran out.
+        self.interval()
+            .saturating_sub(self.last_interval.elapsed())
+            .min(Duration::from_millis(LIVE_SETTINGS_POLL_MS))
     }
 
     /// `flushIntervalCommitLog`, `flushCommitLogThoroughInterval` and

@@ -1613,9 +1613,9 @@ fn forced_cleaning_keeps_segments_not_yet_flushed() {
     let knobs = RetentionKnobs::new();
     let (on, off) = delete_hours(wall_ms());
     let mut cfg = retention_config(&dir, &knobs, on);
-    // Nothing is flushed until the test says so: the interval comes every 100 ms, but
-    // never with enough dirty pages.
-    cfg.flush_interval_commit_log_ms = 100;
+    // Nothing is flushed until the test says so: the first interval is an hour away (a
+    // shorter one would flush the segments the fill completes, as upstream does).
+    cfg.flush_interval_commit_log_ms = 3_600_000;
     cfg.flush_commit_log_thorough_interval_ms = 3_600_000;
     cfg.flush_commit_log_least_pages = 1_000_000;
     let store = MessageStore::open(cfg).unwrap();
@@ -1627,11 +1627,10 @@ fn forced_cleaning_keeps_segments_not_yet_flushed() {
     knobs.set_used(88);
     assert_eq!(store.clean_files_now(), 0, "unflushed segments stay");
     assert_segments(&dir, 0..=3);
-    // Once flushed, they go.
-    store
-        .live_settings()
-        .apply("flushCommitLogLeastPages", "0")
-        .unwrap();
+    // Once flushed, they go. The shorter interval applies within the coordinator's poll.
+    let live = store.live_settings();
+    live.apply("flushCommitLogLeastPages", "0").unwrap();
+    live.apply("flushIntervalCommitLog", "10").unwrap();
     wait_until("flushed past segment 2", || {
         store.metrics().commit_log_flushed_offset as u64 >= 3 * RSEG
     });
