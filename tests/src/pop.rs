@@ -25,6 +25,27 @@ pub const INVISIBLE_MS: i64 = 3_000;
 
 /// A POP_MESSAGE request for any queue of `topic`.
 pub fn pop_request(group: &str, topic: &str, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {
+    let options = PopOptions {
+        invisible_ms,
+        poll_ms,
+        ..PopOptions::default()
+    };
+    pop_request_with(group, topic, &options)
+}
+
+/// How a test pops.
+#[derive(Debug, Clone, Default)]
+pub struct PopOptions {
+    pub invisible_ms: i64,
+    pub poll_ms: i64,
+    /// Orderly POP.
+    pub order: bool,
+    pub attempt_id: Option<String>,
+}
+
+/// A POP_MESSAGE request for any queue of `topic`, as `o` says.
+pub fn pop_request_with(group: &str, topic: &str, o: &PopOptions) -> RemotingCommand {
+    let (invisible_ms, poll_ms) = (o.invisible_ms, o.poll_ms);
     let mut r = RemotingCommand::request(RequestCode::PopMessage.code(), 0);
     let now = ringmq_broker::persist::now_ms();
     for (k, v) in [
@@ -38,8 +59,12 @@ pub fn pop_request(group: &str, topic: &str, invisible_ms: i64, poll_ms: i64) ->
         ("initMode", "0".into()),
         ("expType", "TAG".into()),
         ("exp", "*".into()),
+        ("order", o.order.to_string()),
     ] {
         r.ext_fields.insert(k, v);
+    }
+    if let Some(a) = &o.attempt_id {
+        r.ext_fields.insert("attemptId", a.clone());
     }
     r
 }
@@ -67,17 +92,31 @@ pub fn pop_waiting(
     invisible_ms: i64,
     poll_ms: i64,
 ) -> Vec<Popped> {
+    let options = PopOptions {
+        invisible_ms,
+        poll_ms,
+        ..PopOptions::default()
+    };
+    pop_with(client, t, &options).0
+}
+
+/// Pops once as `o` says: the messages (none on POLLING_TIMEOUT) and the answer.
+pub fn pop_with(
+    client: &RemotingClient,
+    t: &PopTarget,
+    o: &PopOptions,
+) -> (Vec<Popped>, RemotingCommand) {
     let (broker, group, topic) = (&t.broker_addr, &t.group, &t.topic);
     let broker_name = &t.broker_name;
     let response = block_on({
         let (client, broker) = (client.clone(), broker.to_string());
-        let request = pop_request(group, topic, invisible_ms, poll_ms);
-        let timeout = Duration::from_millis(5_000 + poll_ms.max(0) as u64);
+        let request = pop_request_with(group, topic, o);
+        let timeout = Duration::from_millis(5_000 + o.poll_ms.max(0) as u64);
         async move { client.invoke(&broker, request, timeout).await }
     })
     .expect("pop answered");
     if response.code == ResponseCode::PollingTimeout.code() {
-        return Vec::new();
+        return (Vec::new(), response);
     }
     assert_eq!(response.code, 0, "pop: {:?}", response.remark);
     let field = |k: &str| {
@@ -134,7 +173,7 @@ pub fn pop_waiting(
         });
         body = &body[rec.total_size..];
     }
-    out
+    (out, response)
 }
 
 /// ACK_MESSAGE, or CHANGE_MESSAGE_INVISIBLETIME with `invisible_ms`, for `m`'s handle.

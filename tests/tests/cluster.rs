@@ -1388,5 +1388,7 @@ mod acl;
 mod namesrv_restart;
 #[path = "cluster/pop.rs"]
 mod pop;
+#[path = "cluster/pop_order.rs"]
+mod pop_order;
 #[path = "cluster/tls.rs"]
 mod tls;

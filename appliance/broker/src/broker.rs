@@ -119,6 +119,7 @@ impl Broker {
         if let Some(acl) = acl {
             let _ = ctx.acl.set(acl);
         }
+        ctx.pop.order.load(&ctx.config.config_dir());
         attach_cores_to_store(&ctx, &servers);
         ctx.hold
             .attach_cores(servers.iter().flat_map(Server::core_handles));
@@ -483,9 +484,26 @@ fn render_metrics_page(ctx: &BrokerContext) -> String {
     ctx.metrics.render(&gauges)
 }
 
+/// Writes the orderly POP state, first forgetting queues of topics and groups that no
+/// longer exist (as upstream cleans before each write).
+fn persist_order_info(ctx: &BrokerContext) -> std::io::Result<()> {
+    let keep = |topic_at_group: &str, queue_id: i32| {
+        let Some((topic, group)) = topic_at_group.split_once('@') else {
+            return false;
+        };
+        let queues = ctx.topics.select(topic).map_or(0, |tc| tc.read_queue_nums);
+        queue_id < queues && ctx.groups.find(group).is_some()
+    };
+    ctx.pop.order.clean(crate::persist::now_ms(), &keep);
+    ctx.pop.order.persist()
+}
+
 fn persist_all(ctx: &BrokerContext) {
     if let Err(e) = ctx.offsets.persist() {
         tracing::error!("cannot persist consumerOffset.json: {e}");
+    }
+    if let Err(e) = persist_order_info(ctx) {
+        tracing::error!("cannot persist consumerOrderInfo.json: {e}");
     }
     if let Err(e) = ctx.delay_offsets.persist() {
         tracing::error!("cannot persist delayOffset.json: {e}");
@@ -557,6 +575,9 @@ fn start_housekeeping(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<(
                     last_offsets = Instant::now();
                     if let Err(e) = ctx.offsets.persist() {
                         tracing::error!("cannot persist consumerOffset.json: {e}; will retry");
+                    }
+                    if let Err(e) = persist_order_info(&ctx) {
+                        tracing::error!("cannot persist consumerOrderInfo.json: {e}; will retry");
                     }
                 }
                 if last_delay.elapsed() >= Duration::from_millis(DELAY_OFFSET_FLUSH_MS) {

@@ -70,6 +70,9 @@ pub(crate) fn dispatch_after_queue(
             crate::pop::processor::change_invisible_time(ctx, request, rc)
         }
         C::Notification => crate::pop::processor::notification(ctx, request, rc),
+        C::PeekMessage => crate::pop::peek::peek_message(ctx, &request),
+        C::PollingInfo => crate::pop::peek::polling_info(ctx, &request),
+        C::BatchAckMessage => crate::pop::batch_ack::batch_ack_message(ctx, request, rc),
         _ => match admin::process(ctx, &request, rc) {
             Some(reply) => reply,
             None => match crate::acl::process(ctx, &request) {

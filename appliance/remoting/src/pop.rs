@@ -41,8 +41,9 @@ pub fn retry_topic(topic: &str, group: &str, v2: bool) -> String {
 }
 
 /// Which topic a popped message came from: the third field of a receipt handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum RetryKind {
+    #[default]
     Normal,
     RetryV1,
     RetryV2,
@@ -66,7 +67,8 @@ impl RetryKind {
         }
     }
 
-    fn parse(text: &str) -> Result<Self, PopFormatError> {
+    /// Reads a retry flag (`"0"`, `"1"`, `"2"`).
+    pub fn parse(text: &str) -> Result<Self, PopFormatError> {
         match text {
             "0" => Ok(Self::Normal),
             "1" => Ok(Self::RetryV1),
@@ -215,6 +217,13 @@ pub fn push_order_count_info(
     item_start(out);
     let retry = RetryKind::of_topic(topic).as_str();
     out.push_str(&format!("{retry} qo{queue_id}%{queue_offset} {count}"));
+}
+
+/// Appends the per-queue `orderCountInfo` item older clients read: `retry queueId count`.
+pub fn push_queue_order_count_info(out: &mut String, topic: &str, queue_id: i32, count: i32) {
+    item_start(out);
+    let retry = RetryKind::of_topic(topic).as_str();
+    out.push_str(&format!("{retry} {queue_id} {count}"));
 }
 
 /// Reads a `;`-joined info string into `"<retry>@<second field>" → third field`, as
@@ -503,6 +512,163 @@ impl AckMsg {
     }
 }
 
+/// Messages one [`BatchAck`] may name: the bits of its set past this are refused.
+pub const MAX_BATCH_ACK_BITS: usize = 1024;
+/// Entries one BATCH_ACK_MESSAGE body may carry.
+pub const MAX_BATCH_ACKS: usize = 4096;
+
+/// One entry of a BATCH_ACK_MESSAGE body (`BatchAck`): the messages acked of one pop of one
+/// queue, as a bit set over offsets from `start_offset`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BatchAck {
+    pub group: String,
+    /// The topic the consumer popped (the retry flag says whether it came from a retry
+    /// topic).
+    pub topic: String,
+    pub retry: RetryKind,
+    pub start_offset: i64,
+    pub queue_id: i32,
+    pub revive_qid: i32,
+    pub pop_time_ms: i64,
+    pub invisible_time_ms: i64,
+    /// Indexes of the set bits: offset `start_offset + i` is acked.
+    pub bits: Vec<usize>,
+}
+
+/// A BATCH_ACK_MESSAGE body (`BatchAckMessageRequestBody`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BatchAckBody {
+    pub broker_name: Option<String>,
+    pub acks: Vec<BatchAck>,
+}
+
+impl BatchAck {
+    /// The acked queue offsets.
+    pub fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
+        self.bits.iter().map(|&i| self.start_offset + i as i64)
+    }
+
+    fn decode(v: &Value, path: &str) -> Result<Self, BodyError> {
+        let key = |short: &'static str, long: &'static str| alt(v, short, long);
+        let retry_key = key("r", "retry");
+        let retry = match v.get_present(retry_key) {
+            None => RetryKind::Normal,
+            Some(r) => r
+                .key_text()
+                .and_then(|t| RetryKind::parse(t).ok())
+                .ok_or_else(|| {
+                    BodyError::field(format!("{path}.{retry_key}"), "\"0\", \"1\" or \"2\"")
+                })?,
+        };
+        let bits_key = key("b", "bitSet");
+        Ok(Self {
+            group: read::opt_string(v, key("c", "consumerGroup"), path)?.unwrap_or_default(),
+            topic: read::opt_string(v, key("t", "topic"), path)?.unwrap_or_default(),
+            retry,
+            start_offset: read::i64_or(v, key("so", "startOffset"), path, 0)?,
+            queue_id: read::i32_or(v, key("q", "queueId"), path, 0)?,
+            revive_qid: read::i32_or(v, key("rq", "reviveQueueId"), path, 0)?,
+            pop_time_ms: read::i64_or(v, key("pt", "popTime"), path, 0)?,
+            invisible_time_ms: read::i64_or(v, key("it", "invisibleTime"), path, 0)?,
+            bits: bit_set(v.get_present(bits_key)).ok_or_else(|| {
+                BodyError::field(
+                    format!("{path}.{bits_key}"),
+                    "a bit set of at most 1024 bits (base64 or byte array)",
+                )
+            })?,
+        })
+    }
+
+    /// fastjson's form (short names, sorted; the bit set as `BitSet.toByteArray` in base64).
+    pub fn to_value(&self) -> Value {
+        let mut bytes = Vec::new();
+        for &i in &self.bits {
+            if bytes.len() <= i / 8 {
+                bytes.resize(i / 8 + 1, 0u8);
+            }
+            bytes[i / 8] |= 1 << (i % 8);
+        }
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        ObjectBuilder::new()
+            .field("b", b64)
+            .field("c", self.group.as_str())
+            .field("it", self.invisible_time_ms)
+            .field("pt", self.pop_time_ms)
+            .field("q", self.queue_id)
+            .field("r", self.retry.as_str())
+            .field("rq", self.revive_qid)
+            .field("so", self.start_offset)
+            .field("t", self.topic.as_str())
+            .build()
+    }
+}
+
+/// `BitSet.valueOf(bytes)` of fastjson's byte-array form: a base64 string (what fastjson
+/// writes) or an array of byte values; absent = empty. Bit `8k + j` is bit `j` of byte `k`.
+fn bit_set(v: Option<&Value>) -> Option<Vec<usize>> {
+    let bytes: Vec<u8> = match v {
+        None => Vec::new(),
+        Some(Value::String(s)) => {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(s).ok()?
+        }
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|b| b.as_i64().map(|n| n as u8))
+            .collect::<Option<_>>()?,
+        Some(_) => return None,
+    };
+    if bytes.len() * 8 > MAX_BATCH_ACK_BITS {
+        return None;
+    }
+    Some(
+        (0..bytes.len() * 8)
+            .filter(|i| bytes[i / 8] & (1 << (i % 8)) != 0)
+            .collect(),
+    )
+}
+
+impl BatchAckBody {
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let v = json::parse(body)?;
+        if v.as_object().is_none() {
+            return Err(BodyError::field("", "a BatchAckMessageRequestBody object"));
+        }
+        let acks = match v.get_present("acks") {
+            None => Vec::new(),
+            Some(list) => {
+                let items = list
+                    .as_array()
+                    .ok_or_else(|| BodyError::field("acks", "an array"))?;
+                if items.len() > MAX_BATCH_ACKS {
+                    return Err(BodyError::field("acks", "at most 4096 entries"));
+                }
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| BatchAck::decode(a, &format!("acks[{i}]")))
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        Ok(Self {
+            broker_name: read::opt_string(&v, "brokerName", "")?,
+            acks,
+        })
+    }
+
+    pub fn encode(&self) -> String {
+        ObjectBuilder::new()
+            .field(
+                "acks",
+                Value::Array(self.acks.iter().map(BatchAck::to_value).collect()),
+            )
+            .field_opt("brokerName", self.broker_name.as_deref())
+            .build()
+            .to_json()
+    }
+}
+
 /// UNIQ_KEY of a checkpoint message: `topic@queueId@startOffset@group@popTime@brokerName@ck`.
 pub fn ck_uniq_key(ck: &PopCheckPoint) -> String {
     let (topic, queue_id, offset) = (&ck.topic, ck.queue_id, ck.start_offset);
@@ -540,6 +706,36 @@ pub fn re_put_backoff_ms(re_put_count: i32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_ack_bodies_read_fastjsons_bit_sets() {
+        // Bits 0, 2 and 9: BitSet.toByteArray() = [0x05, 0x02] = "BQI=".
+        let body = br#"{"acks":[{"b":"BQI=","c":"G","it":60000,"pt":1700000000000,"q":2,"r":"1","rq":3,"so":100,"t":"T"}],"brokerName":"broker-a"}"#;
+        let parsed = BatchAckBody::decode(body).unwrap();
+        assert_eq!(parsed.broker_name.as_deref(), Some("broker-a"));
+        let a = &parsed.acks[0];
+        assert_eq!(
+            (a.retry, a.queue_id, a.revive_qid),
+            (RetryKind::RetryV1, 2, 3)
+        );
+        assert_eq!(a.offsets().collect::<Vec<_>>(), vec![100, 102, 109]);
+        assert_eq!(parsed.encode().as_bytes(), &body[..]);
+        let long = br#"{"acks":[{"bitSet":[1],"consumerGroup":"G","startOffset":7,"topic":"T"}]}"#;
+        let parsed = BatchAckBody::decode(long).unwrap();
+        assert_eq!(parsed.acks[0].offsets().collect::<Vec<_>>(), vec![7]);
+        for bad in [
+            &br#"{"acks":[{"b":"not base64!"}]}"#[..],
+            br#"{"acks":[{"r":"7"}]}"#,
+            br#"{"acks":{}}"#,
+            br#"[]"#,
+        ] {
+            assert!(
+                BatchAckBody::decode(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 
     #[test]
     fn retry_topics_and_kinds() {

@@ -33,31 +33,78 @@ pub struct Watch {
 /// The answer a waiting pop gives when woken or expired; runs at most once.
 pub type Fire = Box<dyn FnOnce() + Send>;
 
-/// Takes one of the [`MAX_POP_POLLING`] waiting places; false when none is left. A
-/// taken place is given back when the parked pop fires.
-pub fn reserve(ctx: &BrokerContext) -> bool {
+/// Pops waiting at once under one polling key (`popPollingSize`).
+pub const POP_POLLING_SIZE: usize = 1_024;
+
+/// The polling key of a pop: `topic@group@queueId` (queue -1 = any queue), what
+/// POLLING_INFO counts by.
+pub fn polling_key(topic: &str, group: &str, queue_id: i32) -> String {
+    format!("{topic}@{group}@{queue_id}")
+}
+
+/// Takes one of the [`MAX_POP_POLLING`] waiting places of the broker and one of the
+/// [`POP_POLLING_SIZE`] of `key`; false when none is left. A taken place is given back
+/// when the parked pop fires.
+pub fn reserve(ctx: &BrokerContext, key: &str) -> bool {
     let waiting = &ctx.pop.polling;
     if waiting.fetch_add(1, Ordering::AcqRel) >= MAX_POP_POLLING {
         waiting.fetch_sub(1, Ordering::AcqRel);
         return false;
     }
+    let mut by_key = ctx.pop.polling_by_key.lock_unpoisoned();
+    let n = by_key.entry(key.to_string()).or_insert(0);
+    if *n >= POP_POLLING_SIZE {
+        waiting.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    *n += 1;
     true
 }
 
-/// Parks `fire` on `watches` (at least one) until `deadline_ms`, in a place [`reserve`]
-/// took.
+/// Gives back a place [`reserve`] took.
+fn release(ctx: &BrokerContext, key: &str) {
+    ctx.pop.polling.fetch_sub(1, Ordering::AcqRel);
+    let mut by_key = ctx.pop.polling_by_key.lock_unpoisoned();
+    if let Some(n) = by_key.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            by_key.remove(key);
+        }
+    }
+}
+
+/// Pops waiting under `key` now (POLLING_INFO).
+pub fn waiting_under(ctx: &BrokerContext, key: &str) -> usize {
+    ctx.pop
+        .polling_by_key
+        .lock_unpoisoned()
+        .get(key)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A place taken with [`reserve`] under `key`, and until when the pop waits there.
+pub struct Place {
+    pub key: String,
+    pub deadline_ms: i64,
+}
+
+/// Parks `fire` on `watches` (at least one) until the place's deadline.
 pub fn park(
     ctx: &Arc<BrokerContext>,
     core: usize,
     watches: &[Watch],
     filter: TagFilter,
-    deadline_ms: i64,
+    place: Place,
     fire: Fire,
 ) {
     assert!(!watches.is_empty(), "a pop waits on at least one queue");
     let shared: Arc<Mutex<Option<Fire>>> = Arc::new(Mutex::new(Some(fire)));
+    let key: Arc<str> = place.key.into();
+    let deadline_ms = place.deadline_ms;
     for w in watches.iter().take(MAX_WATCHED_QUEUES) {
         let (shared, filter, ctx2) = (shared.clone(), filter.clone(), ctx.clone());
+        let key = key.clone();
         let held = HeldPull {
             offset: w.offset,
             deadline_ms,
@@ -66,7 +113,7 @@ pub fn park(
             resume: Box::new(move || {
                 let fire = shared.lock_unpoisoned().take();
                 if let Some(fire) = fire {
-                    ctx2.pop.polling.fetch_sub(1, Ordering::AcqRel);
+                    release(&ctx2, &key);
                     fire();
                 }
             }),

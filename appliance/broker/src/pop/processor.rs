@@ -10,10 +10,14 @@
 //! - an ack and a change of invisible time are ack / checkpoint messages for the revive
 //!   queue named in the receipt handle; the revive service (`revive.rs`) does the rest.
 //!
+//! An orderly pop (`order=true`, §f.7) writes no checkpoint: it hands out a batch per
+//! queue, commits the queue's offset to the batch start and keeps the batch in
+//! `order.rs`; the queue stays blocked until the batch is acked or visible again, and an
+//! ack moves the offset to the first un-acked message.
+//!
 //! A pop that finds nothing waits up to its `pollTime` for a message (`polling.rs`).
 //!
-//! Not yet: orderly POP, SQL92 expressions, batch acks; they are refused with a remark
-//! saying so.
+//! Not yet: SQL92 expressions for POP; refused with a remark saying so.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -33,10 +37,12 @@ use ringmq_remoting::message::tags::TagFilter;
 use ringmq_remoting::pop::{self, AckMsg, ExtraInfo, PopCheckPoint, RetryKind};
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext, Responder};
-use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
+use ringmq_store::{GetMessageResult, PutMessageStatus, PutRequest, PutResult};
 use ringmq_sync::LockExt;
 
-use super::polling::{self, Watch};
+use super::order::{ConsumerOrderInfoManager, OrderInfo};
+use super::orderly;
+use super::polling::{self, Place, Watch};
 use super::revive_log;
 use crate::context::{error_response, header_error, BrokerContext};
 use crate::filter::tag::TagMessageFilter;
@@ -62,6 +68,10 @@ pub struct PopState {
     next_revive_qid: AtomicU32,
     /// Pops and notifications waiting for a message now (`polling.rs`).
     pub(crate) polling: AtomicUsize,
+    /// The same, by polling key (`polling.rs`).
+    pub(crate) polling_by_key: Mutex<HashMap<String, usize>>,
+    /// Orderly POP batches (`consumerOrderInfo.json`).
+    pub order: ConsumerOrderInfoManager,
 }
 
 impl PopState {
@@ -69,7 +79,9 @@ impl PopState {
         (self.next_revive_qid.fetch_add(1, Ordering::Relaxed) % REVIVE_QUEUE_NUM) as i32
     }
 
-    fn handed_out(&self, key: &str) -> Option<i64> {
+    /// The next offset a checkpoint pop of `key` (`topic@group@queueId`) hands out, when
+    /// it is ahead of the committed one.
+    pub(crate) fn handed_out(&self, key: &str) -> Option<i64> {
         self.handed_out.lock_unpoisoned().get(key).copied()
     }
 
@@ -77,6 +89,11 @@ impl PopState {
         let mut map = self.handed_out.lock_unpoisoned();
         let slot = map.entry(key.to_string()).or_insert(next);
         *slot = (*slot).max(next);
+    }
+
+    /// Forgets what was handed out of a queue whose offset an operator reset.
+    fn forget(&self, key: &str) {
+        self.handed_out.lock_unpoisoned().remove(key);
     }
 
     /// Takes back what a failed checkpoint handed out (if nothing was handed out since).
@@ -114,6 +131,11 @@ struct PopBatch<'a> {
     rest: i64,
     /// Every queue read, from where it was read: what a pop that found nothing waits on.
     watches: Vec<Watch>,
+    pop_time_ms: i64,
+    /// Orderly: `orderCountInfo` of the batch so far.
+    order_count_info: String,
+    /// Orderly: the earliest time a queue skipped as blocked opens again.
+    unblock_at_ms: Option<i64>,
 }
 
 impl PopBatch<'_> {
@@ -143,9 +165,19 @@ impl PopBatch<'_> {
         }
     }
 
-    fn start_offset(&self, topic: &str, queue_id: i32, key: &str) -> i64 {
+    /// Where a pop of the queue starts: a reset offset an operator set, else the committed
+    /// offset (or the initial one, committed now), and for checkpoint pops not before what
+    /// was handed out already. The flag says whether a reset was taken.
+    fn start_offset(&self, topic: &str, queue_id: i32, key: &str) -> (i64, bool) {
         let group = &self.h.consumer_group;
         let store = &self.ctx.store;
+        if let Some(reset) = self.ctx.offsets.take_reset_offset(group, topic, queue_id) {
+            self.ctx.pop.forget(key);
+            self.ctx
+                .offsets
+                .commit_offset(group, topic, queue_id, reset);
+            return (reset, true);
+        }
         let committed = self.ctx.offsets.query_offset(group, topic, queue_id);
         let start = committed.unwrap_or_else(|| {
             let min = store.min_offset_in_queue(topic, queue_id);
@@ -163,15 +195,21 @@ impl PopBatch<'_> {
                 .offsets
                 .commit_offset(group, topic, queue_id, start);
         }
-        start.max(self.ctx.pop.handed_out(key).unwrap_or(i64::MIN))
+        if self.h.order {
+            return (start, false);
+        }
+        (
+            start.max(self.ctx.pop.handed_out(key).unwrap_or(i64::MIN)),
+            false,
+        )
     }
 
-    fn read_queue(&mut self, topic: &str, queue_id: i32) {
-        let group = self.h.consumer_group.clone();
-        let key = lock_key(topic, &group, queue_id);
-        let start = self.start_offset(topic, queue_id, &key);
+    /// Reads what is wanted from `start`, counts the rest and watches the queue from the
+    /// next offset; the read and that next offset.
+    fn read_from(&mut self, topic: &str, queue_id: i32, start: i64) -> (GetMessageResult, i64) {
         let want = self.wanted() as i32;
-        let result = self.ctx.store.get_message(
+        let store = &self.ctx.store;
+        let result = store.get_message(
             topic,
             queue_id,
             start,
@@ -186,6 +224,17 @@ impl PopBatch<'_> {
             queue_id,
             offset: next,
         });
+        (result, next)
+    }
+
+    fn read_queue(&mut self, topic: &str, queue_id: i32) {
+        if self.h.order {
+            return self.read_order_queue(topic, queue_id);
+        }
+        let group = self.h.consumer_group.clone();
+        let key = lock_key(topic, &group, queue_id);
+        let (start, _) = self.start_offset(topic, queue_id, &key);
+        let (result, next) = self.read_from(topic, queue_id, start);
         let mut take = QueueTake {
             topic: topic.to_string(),
             queue_id,
@@ -209,6 +258,123 @@ impl PopBatch<'_> {
         self.found += take.offsets.len();
         self.takes.push(take);
     }
+
+    /// Orderly: under the queue's lock, skips a blocked queue (waiting on new messages
+    /// only), else hands out a batch from the committed offset and keeps it as the
+    /// queue's order state.
+    fn read_order_queue(&mut self, topic: &str, queue_id: i32) {
+        let ctx = self.ctx;
+        let group = self.h.consumer_group.clone();
+        let key = lock_key(topic, &group, queue_id);
+        ctx.pop.order.with_queue(topic, &group, queue_id, |slot| {
+            let (start, reset) = self.start_offset(topic, queue_id, &key);
+            if reset {
+                *slot = None;
+            }
+            let (attempt, invisible_ms) = (self.h.attempt_id.as_deref(), self.h.invisible_time);
+            if let Some(info) = slot
+                .as_ref()
+                .filter(|i| i.blocks(attempt, invisible_ms, self.pop_time_ms))
+            {
+                let at = info.unblock_at_ms(invisible_ms, self.pop_time_ms);
+                self.unblock_at_ms = Some(self.unblock_at_ms.map_or(at, |t| t.min(at)));
+                let offset = ctx.store.max_offset_in_queue(topic, queue_id);
+                self.watches.push(Watch {
+                    topic: topic.to_string(),
+                    queue_id,
+                    offset,
+                });
+                return;
+            }
+            let (result, next) = self.read_from(topic, queue_id, start);
+            if result.message_queue_offsets.is_empty() {
+                if next > start {
+                    ctx.offsets.commit_offset(&group, topic, queue_id, next);
+                }
+                return;
+            }
+            let offsets = result.message_queue_offsets;
+            let mut info = OrderInfo::new(
+                self.h.attempt_id.clone(),
+                self.pop_time_ms,
+                invisible_ms,
+                offsets.clone(),
+                crate::persist::now_ms(),
+            );
+            if let Some(previous) = slot.as_ref() {
+                info.merge_consumed(previous);
+            }
+            for &o in &offsets {
+                pop::push_order_count_info(
+                    &mut self.order_count_info,
+                    topic,
+                    queue_id,
+                    o,
+                    info.consumed_times(o),
+                );
+            }
+            pop::push_queue_order_count_info(
+                &mut self.order_count_info,
+                topic,
+                queue_id,
+                info.min_consumed_times(),
+            );
+            *slot = Some(info);
+            ctx.offsets.commit_offset(&group, topic, queue_id, start);
+            self.found += offsets.len();
+            self.takes.push(QueueTake {
+                topic: topic.to_string(),
+                queue_id,
+                start_offset: start,
+                next_offset: next,
+                offsets,
+                records: result.messages,
+            });
+        });
+    }
+}
+
+/// Why the broker refuses to let `group` read `topic` (queue `queue_id`, -1 = any), in
+/// upstream's order: broker readable, topic known and readable, queue id, group known and
+/// allowed to consume.
+pub(crate) fn check_queue_readable(
+    ctx: &BrokerContext,
+    topic: &str,
+    queue_id: i32,
+    group: &str,
+) -> Result<(), (ResponseCode, String)> {
+    use ResponseCode as R;
+    if !ctx.live.is_readable() {
+        let ip = &ctx.config.broker_ip1;
+        return Err((
+            R::NoPermission,
+            format!("the broker[{ip}] popping message is forbidden"),
+        ));
+    }
+    let Some(tc) = ctx.topics.select(topic) else {
+        let remark = format!("topic[{topic}] not exist, apply first please!");
+        return Err((R::TopicNotExist, remark));
+    };
+    if !perm::is_readable(tc.perm) {
+        let remark = format!("the topic[{topic}] peeking message is forbidden");
+        return Err((R::NoPermission, remark));
+    }
+    if queue_id >= tc.read_queue_nums {
+        let remark = format!(
+            "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
+            tc.read_queue_nums
+        );
+        return Err((R::InvalidParameter, remark));
+    }
+    let Some(config) = ctx.groups.find(group) else {
+        let remark = format!("subscription group [{group}] does not exist");
+        return Err((R::SubscriptionGroupNotExist, remark));
+    };
+    if !config.consume_enable {
+        let remark = format!("subscription group no permission, {group}");
+        return Err((R::NoPermission, remark));
+    }
+    Ok(())
 }
 
 /// Why a pop is refused before reading, as upstream checks in order; else its TAG filter.
@@ -239,21 +405,6 @@ fn check_pop(
     if !ctx.config.is_master() {
         return Err((R::SystemError, "POP is served by the master only".into()));
     }
-    if !ctx.live.is_readable() {
-        return Err((
-            R::NoPermission,
-            format!(
-                "the broker[{}] popping message is forbidden",
-                ctx.config.broker_ip1
-            ),
-        ));
-    }
-    if h.order {
-        return Err((
-            R::SystemError,
-            "orderly POP is not supported by this broker yet".into(),
-        ));
-    }
     if h.exp_type
         .as_deref()
         .is_some_and(|t| t.eq_ignore_ascii_case("SQL92"))
@@ -263,39 +414,7 @@ fn check_pop(
             "SQL92 expressions are not supported for POP yet".into(),
         ));
     }
-    let Some(tc) = ctx.topics.select(&h.topic) else {
-        return Err((
-            R::TopicNotExist,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        ));
-    };
-    if !perm::is_readable(tc.perm) {
-        return Err((
-            R::NoPermission,
-            format!("the topic[{}] peeking message is forbidden", h.topic),
-        ));
-    }
-    if h.queue_id >= tc.read_queue_nums {
-        return Err((
-            R::InvalidParameter,
-            format!(
-                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
-                h.queue_id, h.topic, tc.read_queue_nums
-            ),
-        ));
-    }
-    let Some(group) = ctx.groups.find(&h.consumer_group) else {
-        return Err((
-            R::SubscriptionGroupNotExist,
-            format!("subscription group [{}] does not exist", h.consumer_group),
-        ));
-    };
-    if !group.consume_enable {
-        return Err((
-            R::NoPermission,
-            format!("subscription group no permission, {}", h.consumer_group),
-        ));
-    }
+    check_queue_readable(ctx, &h.topic, h.queue_id, &h.consumer_group)?;
     crate::filter::tag::parse_subscription(h.exp.as_deref().unwrap_or("*"))
         .map_err(|why| (R::SubscriptionParseFailed, why))
 }
@@ -342,7 +461,11 @@ impl PopAttempt {
     fn run(self, ctx: &Arc<BrokerContext>) {
         let pop_time_ms = crate::persist::now_ms();
         let h = &self.h;
-        let revive_qid = ctx.pop.revive_qid();
+        let revive_qid = if h.order {
+            pop::ORDER_REVIVE_QUEUE
+        } else {
+            ctx.pop.revive_qid()
+        };
         let retry_topic = pop::retry_topic(&h.topic, &h.consumer_group, false);
         let mut batch = PopBatch {
             ctx,
@@ -352,42 +475,68 @@ impl PopAttempt {
             found: 0,
             rest: 0,
             watches: Vec::new(),
+            pop_time_ms,
+            order_count_info: String::new(),
+            unblock_at_ms: None,
         };
         let draw = crate::random::random_below(100);
         let only = (h.queue_id >= 0).then_some(h.queue_id);
-        if draw < RETRY_FIRST_PERCENT {
+        // Orderly pops never read retry topics: their messages come back in place.
+        let with_retry = !h.order;
+        if with_retry && draw < RETRY_FIRST_PERCENT {
             batch.read_topic(&retry_topic, None, draw);
         }
         batch.read_topic(&h.topic, only, draw);
-        if draw >= RETRY_FIRST_PERCENT {
+        if with_retry && draw >= RETRY_FIRST_PERCENT {
             batch.read_topic(&retry_topic, None, draw);
         }
         let PopBatch {
             takes,
             rest,
             watches,
+            order_count_info,
+            unblock_at_ms,
             ..
         } = batch;
         if !takes.is_empty() {
-            let answer =
+            let mut answer =
                 PopAnswer::build(ctx, h, &self.request, takes, pop_time_ms, revive_qid, rest);
+            if h.order {
+                // The offsets were committed and the batch kept while reading.
+                let mut header = answer.header;
+                header.order_count_info = Some(order_count_info);
+                answer.response.set_header(&header);
+                self.responder.respond(answer.response);
+                return;
+            }
             answer.store_checkpoints(ctx.clone(), self.responder, revive_qid);
             return;
         }
         if pop_time_ms >= self.deadline_ms || watches.is_empty() {
             return self.refuse(ResponseCode::PollingTimeout, "no new message");
         }
-        if !polling::reserve(ctx) {
+        let key = polling::polling_key(&h.topic, &h.consumer_group, h.queue_id);
+        if !polling::reserve(ctx, &key) {
             let remark = format!(
-                "{} pops already wait on this broker",
-                polling::MAX_POP_POLLING
+                "{} pops already wait on this broker, or {} on {key}",
+                polling::MAX_POP_POLLING,
+                polling::POP_POLLING_SIZE
             );
             return self.refuse(ResponseCode::PollingFull, &remark);
         }
-        let (core, deadline_ms, ctx2) = (self.core, self.deadline_ms, ctx.clone());
-        let filter = self.filter.clone();
+        // A blocked orderly queue is looked at again when it opens (an ack wakes it
+        // sooner).
+        let deadline_ms = unblock_at_ms.map_or(self.deadline_ms, |t| t.min(self.deadline_ms));
+        let place = Place { key, deadline_ms };
+        // Orderly waits wake on any arrival or ack of their queues: the re-run filters.
+        let filter = if h.order {
+            TagFilter::All
+        } else {
+            self.filter.clone()
+        };
+        let (core, ctx2) = (self.core, ctx.clone());
         let fire: polling::Fire = Box::new(move || self.run(&ctx2));
-        polling::park(ctx, core, &watches, filter, deadline_ms, fire);
+        polling::park(ctx, core, &watches, filter, place, fire);
     }
 
     fn refuse(self, code: ResponseCode, remark: &str) {
@@ -399,6 +548,7 @@ impl PopAttempt {
 /// The answer of a pop that found messages, waiting for its checkpoints.
 struct PopAnswer {
     response: RemotingCommand,
+    header: PopMessageResponseHeader,
     group: String,
     takes: Vec<QueueTake>,
     checkpoints: Vec<PopCheckPoint>,
@@ -476,6 +626,7 @@ impl PopAnswer {
         response.body = body.freeze();
         Self {
             response,
+            header,
             group: h.consumer_group.clone(),
             takes,
             checkpoints,
@@ -582,12 +733,12 @@ fn as_original_topic(bytes: &[u8], topic: &str, handle: &str, out: &mut BytesMut
 }
 
 /// What an ack or a change of invisible time names.
-struct Named<'a> {
-    topic: &'a str,
-    group: &'a str,
-    queue_id: i32,
-    extra_info: &'a str,
-    offset: i64,
+pub(crate) struct Named<'a> {
+    pub topic: &'a str,
+    pub group: &'a str,
+    pub queue_id: i32,
+    pub extra_info: &'a str,
+    pub offset: i64,
 }
 
 /// The receipt handle and the real topic `n` names, checked as upstream checks them; the
@@ -611,10 +762,6 @@ fn resolve(
     }
     let info =
         ExtraInfo::parse(n.extra_info).map_err(|e| refuse(ResponseCode::InvalidParameter, e.0))?;
-    if info.is_order() {
-        let remark = "orderly POP is not supported by this broker yet".to_string();
-        return Err(refuse(ResponseCode::SystemError, remark));
-    }
     let real_topic = info.retry.real_topic(topic, n.group);
     let min = ctx.store.min_offset_in_queue(&real_topic, queue_id);
     let max = ctx.store.max_offset_in_queue(&real_topic, queue_id);
@@ -643,7 +790,7 @@ fn ack_of(info: &ExtraInfo, real_topic: &str, n: &Named<'_>) -> AckMsg {
 
 /// Hands `puts` to the store in order and answers `response` when all are stored
 /// (SYSTEM_ERROR naming the first that was not).
-fn put_all_then_answer(
+pub(crate) fn put_all_then_answer(
     ctx: &Arc<BrokerContext>,
     puts: Vec<PutRequest>,
     response: RemotingCommand,
@@ -691,6 +838,16 @@ pub fn ack_message(
         Ok(t) => t,
         Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
     };
+    if info.is_order() {
+        let acked = orderly::ack(ctx, &named, info.pop_time_ms, info.invisible_time_ms);
+        return Reply::Now(
+            match acked {
+                Ok(()) => request.response_to(ResponseCode::Success.code(), None),
+                Err(remark) => error_response(&request, ResponseCode::MessageIllegal, remark),
+            }
+            .into(),
+        );
+    }
     let ack = ack_of(&info, &real_topic, &named);
     let put = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms);
     let response = request.response_to(ResponseCode::Success.code(), None);
@@ -719,6 +876,12 @@ pub fn change_invisible_time(
         Ok(t) => t,
         Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
     };
+    if info.is_order() {
+        let header = orderly::change_invisible_time(ctx, &named, &info, h.invisible_time);
+        let mut response = request.response_to(ResponseCode::Success.code(), None);
+        response.set_header(&header);
+        return Reply::Now(response.into());
+    }
     let now_ms = crate::persist::now_ms();
     let ck = PopCheckPoint {
         start_offset: h.offset,
@@ -858,12 +1021,17 @@ impl Notice {
         if has_msg || crate::persist::now_ms() >= self.deadline_ms || watches.is_empty() {
             return self.answer(has_msg, false);
         }
-        if !polling::reserve(ctx) {
+        let key = polling::polling_key(&self.h.topic, &self.h.consumer_group, self.h.queue_id);
+        if !polling::reserve(ctx, &key) {
             return self.answer(false, true);
         }
-        let (core, deadline_ms, ctx2) = (self.core, self.deadline_ms, ctx.clone());
+        let place = Place {
+            key,
+            deadline_ms: self.deadline_ms,
+        };
+        let (core, ctx2) = (self.core, ctx.clone());
         let fire: polling::Fire = Box::new(move || self.run(&ctx2));
-        polling::park(ctx, core, &watches, TagFilter::All, deadline_ms, fire);
+        polling::park(ctx, core, &watches, TagFilter::All, place, fire);
     }
 
     fn answer(self, has_msg: bool, polling_full: bool) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, RecordFields, StoredRecord};
-use ringmq_remoting::pop::{self, AckMsg, PopCheckPoint, ACK_TAG, CK_TAG};
+use ringmq_remoting::pop::{self, AckMsg, PopCheckPoint, ACK_TAG, BATCH_ACK_TAG, CK_TAG};
 use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
 use crate::context::BrokerContext;
@@ -44,10 +44,15 @@ pub fn ack_put(
     invisible_time_ms: i64,
 ) -> Result<PutRequest, String> {
     let deliver_ms = ack.pop_time_ms.saturating_add(invisible_time_ms);
+    let tag = if ack.ack_offsets.is_empty() {
+        ACK_TAG
+    } else {
+        BATCH_ACK_TAG
+    };
     revive_put(
         ctx,
         revive_qid,
-        ACK_TAG,
+        tag,
         &pop::ack_uniq_key(ack),
         ack.encode(),
         deliver_ms,

@@ -1,0 +1,267 @@
+//! Orderly POP, PEEK_MESSAGE, POLLING_INFO and BATCH_ACK_MESSAGE against a real broker,
+//! driven with the Remoting codes directly.
+
+use std::time::{Duration, Instant};
+
+use ringmq_client::{block_on, ClientConfig, Message, Producer, RemotingClient, SendStatus};
+use ringmq_remoting::pop::{BatchAck, BatchAckBody, ExtraInfo};
+use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
+use ringmq_tests::pop::{handle_call, pop_until, pop_with, PopOptions, PopTarget, Popped};
+use ringmq_tests::{unique, Cluster};
+
+fn target(c: &Cluster, tag: &str) -> PopTarget {
+    let topic = unique(&format!("Topic{tag}"));
+    super::create_topic(c, &topic, 1);
+    PopTarget {
+        broker_addr: c.broker_addr(),
+        broker_name: c.broker_name.clone(),
+        group: unique(&format!("CG-{tag}")),
+        topic,
+    }
+}
+
+fn send(c: &Cluster, topic: &str, bodies: &[&str]) {
+    let producer = Producer::new(c.producer_config(&unique("PG-order")));
+    for body in bodies {
+        let r = block_on(producer.send(&Message::new(topic, body.as_bytes().to_vec())));
+        assert_eq!(r.map(|r| r.status).ok(), Some(SendStatus::SendOk));
+    }
+}
+
+fn call(client: &RemotingClient, addr: &str, request: RemotingCommand) -> RemotingCommand {
+    block_on({
+        let (client, addr) = (client.clone(), addr.to_string());
+        async move { client.invoke(&addr, request, Duration::from_secs(10)).await }
+    })
+    .expect("answered")
+}
+
+fn bodies(popped: &[Popped]) -> Vec<&str> {
+    popped.iter().map(|m| m.body.as_str()).collect()
+}
+
+fn ordered(invisible_ms: i64, poll_ms: i64) -> PopOptions {
+    PopOptions {
+        invisible_ms,
+        poll_ms,
+        order: true,
+        attempt_id: None,
+    }
+}
+
+fn ack(client: &RemotingClient, t: &PopTarget, m: &Popped) -> RemotingCommand {
+    handle_call(client, t, RequestCode::AckMessage, m, None)
+}
+
+#[test]
+fn orderly_pops_hold_their_queue_until_acked_or_visible_again() {
+    let mut c = Cluster::start("");
+    let t = target(&c, "PopOrder");
+    let client = RemotingClient::new(ClientConfig::default());
+    send(&c, &t.topic, &["m0", "m1", "m2", "m3", "m4"]);
+
+    let (first, answer) = pop_with(&client, &t, &ordered(2_000, 0));
+    assert_eq!(bodies(&first), ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(answer.ext_fields.get("reviveQid"), Some("999"));
+    let counts = answer.ext_fields.get("orderCountInfo").unwrap_or_default();
+    assert!(
+        counts.contains("0 qo0%0 0") && counts.ends_with(";0 0 0"),
+        "{counts}"
+    );
+    // The queue is held: another pop gets nothing while the batch is invisible.
+    assert!(pop_with(&client, &t, &ordered(2_000, 0)).0.is_empty());
+    for m in &first[..2] {
+        assert_eq!(ack(&client, &t, m).code, 0);
+    }
+    assert!(pop_with(&client, &t, &ordered(2_000, 0)).0.is_empty());
+
+    // A waiting pop is answered when the batch turns visible: the un-acked ones again,
+    // counted once more.
+    let started = Instant::now();
+    let (again, answer) = pop_with(&client, &t, &ordered(2_000, 5_000));
+    assert_eq!(
+        bodies(&again),
+        ["m2", "m3", "m4"],
+        "{:?}",
+        started.elapsed()
+    );
+    let counts = answer.ext_fields.get("orderCountInfo").unwrap_or_default();
+    assert!(
+        counts.contains("0 qo0%2 1") && counts.ends_with(";0 0 1"),
+        "{counts}"
+    );
+    for m in &again {
+        assert_eq!(ack(&client, &t, m).code, 0);
+    }
+
+    // An ack that opens the queue wakes the pop waiting on it.
+    send(&c, &t.topic, &["m5", "m6"]);
+    let (m5, _) = pop_with(
+        &client,
+        &t,
+        &PopOptions {
+            invisible_ms: 60_000,
+            ..ordered(0, 0)
+        },
+    );
+    assert_eq!(bodies(&m5), ["m5", "m6"]);
+    let old = Popped {
+        queue_offset: 4,
+        ..m5[0].clone()
+    };
+    assert_eq!(
+        ack(&client, &t, &old).code,
+        0,
+        "below the committed offset: old news"
+    );
+    let stranger = Popped {
+        queue_offset: 7,
+        ..m5[0].clone()
+    };
+    let refused = ack(&client, &t, &stranger);
+    assert_eq!(
+        refused.code,
+        ResponseCode::MessageIllegal.code(),
+        "not in the batch"
+    );
+    let waiter = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let client = RemotingClient::new(ClientConfig::default());
+            pop_with(&client, &t, &ordered(60_000, 8_000)).0
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(ack(&client, &t, &m5[0]).code, 0);
+    // m6 alone: un-acked and invisible for a minute, so the queue stays held ...
+    let code = RequestCode::ChangeMessageInvisibletime;
+    let changed = handle_call(&client, &t, code, &m5[1], Some(0));
+    assert_eq!(changed.code, 0, "{:?}", changed.remark);
+    // ... until its invisible time is changed to now: the waiter gets it again.
+    let woken = waiter.join().expect("the waiting pop");
+    assert_eq!(bodies(&woken), ["m6"]);
+    let m6 = woken[0].clone();
+
+    // The held batch survives a restart (consumerOrderInfo.json).
+    c.restart_broker();
+    let t = PopTarget {
+        broker_addr: c.broker_addr(),
+        ..t
+    };
+    let client = RemotingClient::new(ClientConfig::default());
+    assert!(pop_with(&client, &t, &ordered(60_000, 0)).0.is_empty());
+    assert_eq!(ack(&client, &t, &m6).code, 0);
+    send(&c, &t.topic, &["m7"]);
+    let (last, _) = pop_with(&client, &t, &ordered(60_000, 3_000));
+    assert_eq!(bodies(&last), ["m7"]);
+    let file = c.store_root().join("config/consumerOrderInfo.json");
+    let text = std::fs::read_to_string(&file).expect("consumerOrderInfo.json");
+    assert!(
+        text.contains(&format!("\"{}@{}\"", t.topic, t.group)),
+        "{text}"
+    );
+}
+
+fn peek(client: &RemotingClient, t: &PopTarget) -> RemotingCommand {
+    let mut r = RemotingCommand::request(RequestCode::PeekMessage.code(), 0);
+    r.ext_fields.insert("consumerGroup", t.group.clone());
+    r.ext_fields.insert("topic", t.topic.clone());
+    r.ext_fields.insert("queueId", "-1".to_string());
+    r.ext_fields.insert("maxMsgNums", "32".to_string());
+    call(client, &t.broker_addr, r)
+}
+
+fn polling_num(client: &RemotingClient, t: &PopTarget) -> i64 {
+    let mut r = RemotingCommand::request(RequestCode::PollingInfo.code(), 0);
+    r.ext_fields.insert("consumerGroup", t.group.clone());
+    r.ext_fields.insert("topic", t.topic.clone());
+    r.ext_fields.insert("queueId", "-1".to_string());
+    let answer = call(client, &t.broker_addr, r);
+    assert_eq!(answer.code, 0, "{:?}", answer.remark);
+    answer
+        .ext_fields
+        .get("pollingNum")
+        .and_then(|n| n.parse().ok())
+        .expect("pollingNum")
+}
+
+fn batch_ack(client: &RemotingClient, t: &PopTarget, body: Vec<u8>) -> RemotingCommand {
+    let mut r = RemotingCommand::request(RequestCode::BatchAckMessage.code(), 0);
+    r.body = body.into();
+    call(client, &t.broker_addr, r)
+}
+
+#[test]
+fn peek_polling_info_and_batch_ack() {
+    let c = Cluster::start("");
+    let t = target(&c, "PopPeek");
+    let client = RemotingClient::new(ClientConfig::default());
+    send(&c, &t.topic, &["p0", "p1", "p2"]);
+
+    // A peek shows what a pop would get and moves nothing.
+    for _ in 0..2 {
+        let peeked = peek(&client, &t);
+        assert_eq!(peeked.code, 0, "{:?}", peeked.remark);
+        let text = String::from_utf8_lossy(&peeked.body).into_owned();
+        assert!(["p0", "p1", "p2"].iter().all(|b| text.contains(b)));
+    }
+    let popped = pop_until(&client, &t, 3, Duration::from_secs(10));
+    assert_eq!(bodies(&popped), ["p0", "p1", "p2"]);
+    let peeked = peek(&client, &t);
+    assert_eq!(peeked.code, ResponseCode::PullNotFound.code(), "handed out");
+
+    // A pop that waits shows in POLLING_INFO.
+    assert_eq!(polling_num(&client, &t), 0);
+    let waiter = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let client = RemotingClient::new(ClientConfig::default());
+            let waiting = PopOptions {
+                invisible_ms: 60_000,
+                poll_ms: 3_000,
+                ..PopOptions::default()
+            };
+            pop_with(&client, &t, &waiting).0.len()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while polling_num(&client, &t) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(polling_num(&client, &t), 1);
+    assert_eq!(waiter.join().expect("the waiting pop"), 0);
+    assert_eq!(polling_num(&client, &t), 0);
+
+    // One batch ack for p0 and p2: only p1 comes back.
+    let info = ExtraInfo::parse(&popped[0].handle).expect("handle");
+    let bits = [&popped[0], &popped[2]]
+        .iter()
+        .map(|m| (m.queue_offset - info.ck_start_offset) as usize)
+        .collect();
+    let body = BatchAckBody {
+        broker_name: Some(info.broker_name.clone()),
+        acks: vec![BatchAck {
+            group: t.group.clone(),
+            topic: t.topic.clone(),
+            retry: info.retry,
+            start_offset: info.ck_start_offset,
+            queue_id: info.queue_id,
+            revive_qid: info.revive_qid,
+            pop_time_ms: info.pop_time_ms,
+            invisible_time_ms: info.invisible_time_ms,
+            bits,
+        }],
+    };
+    let answer = batch_ack(&client, &t, body.encode().into_bytes());
+    assert_eq!(answer.code, 0, "{:?}", answer.remark);
+    let back = pop_until(&client, &t, 1, Duration::from_secs(20));
+    assert_eq!(bodies(&back), ["p1"]);
+    assert_eq!(ack(&client, &t, &back[0]).code, 0);
+    let more = pop_until(&client, &t, 1, Duration::from_secs(4));
+    assert!(more.is_empty(), "{more:?}");
+
+    let empty = batch_ack(&client, &t, b"{\"acks\":[]}".to_vec());
+    assert_eq!(empty.code, ResponseCode::NoMessage.code());
+    let garbage = batch_ack(&client, &t, b"{\"acks\":7".to_vec());
+    assert_eq!(garbage.code, ResponseCode::MessageIllegal.code());
+}
