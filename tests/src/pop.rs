@@ -209,10 +209,21 @@ pub fn pop_until(
     count: usize,
     within: Duration,
 ) -> Vec<Popped> {
+    pop_until_invisible(client, t, count, within, INVISIBLE_MS)
+}
+
+/// [`pop_until`], popping with `invisible_ms`.
+pub fn pop_until_invisible(
+    client: &RemotingClient,
+    t: &PopTarget,
+    count: usize,
+    within: Duration,
+    invisible_ms: i64,
+) -> Vec<Popped> {
     let deadline = Instant::now() + within;
     let mut got = Vec::new();
     while got.len() < count && Instant::now() < deadline {
-        let batch = pop(client, t, INVISIBLE_MS);
+        let batch = pop(client, t, invisible_ms);
         if batch.is_empty() {
             std::thread::sleep(Duration::from_millis(200));
         }

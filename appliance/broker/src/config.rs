@@ -302,6 +302,17 @@ broker_config! {
     acl_enable: bool = "aclEnable", false;
     /// `timerWheelEnable`: accept timer messages (off → WHEEL_TIMER_NOT_ENABLE).
     timer_wheel_enable: bool = "timerWheelEnable", true;
+    /// `enablePopBufferMerge`: hold POP checkpoints in memory so acks meet them there.
+    enable_pop_buffer_merge: bool = "enablePopBufferMerge", false;
+    /// `popCkStayBufferTime`: longest a held checkpoint stays unwritten.
+    pop_ck_stay_buffer_time_ms: u64 = "popCkStayBufferTime", 10_000;
+    /// `popCkStayBufferTimeOut`: a held checkpoint is written this long before its revive.
+    pop_ck_stay_buffer_time_out_ms: u64 = "popCkStayBufferTimeOut", 3_000;
+    /// `popCkMaxBufferSize`: checkpoints held at most.
+    pop_ck_max_buffer_size: u32 = "popCkMaxBufferSize", 200_000;
+    /// `popCkOffsetMaxQueueSize`: pops of one queue waiting for their offset commit
+    /// beyond which checkpoints are no longer held.
+    pop_ck_offset_max_queue_size: u32 = "popCkOffsetMaxQueueSize", 20_000;
     /// `timerPrecisionMs`: slot length of the timing wheel.
     timer_precision_ms: u32 = "timerPrecisionMs", 1000;
     /// `timerMaxDelaySec`: longest accepted timer delay.

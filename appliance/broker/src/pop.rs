@@ -4,6 +4,8 @@
 //! - [`order`] and [`orderly`]: orderly (FIFO) POP's per-queue batches, and its acks and
 //!   invisible-time changes;
 //! - [`peek`]: PEEK_MESSAGE and POLLING_INFO; [`batch_ack`]: BATCH_ACK_MESSAGE;
+//! - [`buffer`]: the line in which pops' consumer offsets commit, and checkpoints held in
+//!   memory for their acks (`enablePopBufferMerge`);
 //! - [`polling`]: pops that found nothing waiting for a message (long polling);
 //! - [`revive_log`]: checkpoints and acks written to the revive topic as timer messages,
 //!   and the retry copies of messages nobody acked;
@@ -11,6 +13,7 @@
 //! - [`revive`]: the thread that runs the scans and writes the retries.
 
 pub mod batch_ack;
+pub mod buffer;
 pub mod order;
 pub mod orderly;
 pub mod peek;

@@ -1,12 +1,14 @@
-//! Orderly POP, PEEK_MESSAGE, POLLING_INFO and BATCH_ACK_MESSAGE against a real broker,
-//! driven with the Remoting codes directly.
+//! Orderly POP, PEEK_MESSAGE, POLLING_INFO, BATCH_ACK_MESSAGE and held checkpoints
+//! (`enablePopBufferMerge`) against a real broker, driven with the Remoting codes directly.
 
 use std::time::{Duration, Instant};
 
 use ringmq_client::{block_on, ClientConfig, Message, Producer, RemotingClient, SendStatus};
 use ringmq_remoting::pop::{BatchAck, BatchAckBody, ExtraInfo};
 use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
-use ringmq_tests::pop::{handle_call, pop_until, pop_with, PopOptions, PopTarget, Popped};
+use ringmq_tests::pop::{
+    handle_call, pop_until, pop_until_invisible, pop_with, PopOptions, PopTarget, Popped,
+};
 use ringmq_tests::{unique, Cluster};
 
 fn target(c: &Cluster, tag: &str) -> PopTarget {
@@ -59,6 +61,7 @@ fn orderly_pops_hold_their_queue_until_acked_or_visible_again() {
     let t = target(&c, "PopOrder");
     let client = RemotingClient::new(ClientConfig::default());
     send(&c, &t.topic, &["m0", "m1", "m2", "m3", "m4"]);
+    wait_visible(&client, &t, "m4");
 
     let (first, answer) = pop_with(&client, &t, &ordered(2_000, 0));
     assert_eq!(bodies(&first), ["m0", "m1", "m2", "m3", "m4"]);
@@ -96,6 +99,7 @@ fn orderly_pops_hold_their_queue_until_acked_or_visible_again() {
 
     // An ack that opens the queue wakes the pop waiting on it.
     send(&c, &t.topic, &["m5", "m6"]);
+    wait_visible(&client, &t, "m6");
     let (m5, _) = pop_with(
         &client,
         &t,
@@ -171,6 +175,16 @@ fn peek(client: &RemotingClient, t: &PopTarget) -> RemotingCommand {
     call(client, &t.broker_addr, r)
 }
 
+/// Peeks until `body` is among what a pop would get (the send answer comes before the
+/// message is in its consume queue).
+fn wait_visible(client: &RemotingClient, t: &PopTarget, body: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !String::from_utf8_lossy(&peek(client, t).body).contains(body) {
+        assert!(Instant::now() < deadline, "{body} never became visible");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn polling_num(client: &RemotingClient, t: &PopTarget) -> i64 {
     let mut r = RemotingCommand::request(RequestCode::PollingInfo.code(), 0);
     r.ext_fields.insert("consumerGroup", t.group.clone());
@@ -197,6 +211,7 @@ fn peek_polling_info_and_batch_ack() {
     let t = target(&c, "PopPeek");
     let client = RemotingClient::new(ClientConfig::default());
     send(&c, &t.topic, &["p0", "p1", "p2"]);
+    wait_visible(&client, &t, "p2");
 
     // A peek shows what a pop would get and moves nothing.
     for _ in 0..2 {
@@ -264,4 +279,32 @@ fn peek_polling_info_and_batch_ack() {
     assert_eq!(empty.code, ResponseCode::NoMessage.code());
     let garbage = batch_ack(&client, &t, b"{\"acks\":7".to_vec());
     assert_eq!(garbage.code, ResponseCode::MessageIllegal.code());
+}
+
+#[test]
+fn held_checkpoints_take_their_acks_in_memory() {
+    let c = Cluster::start("enablePopBufferMerge=true");
+    let t = target(&c, "PopHeld");
+    let client = RemotingClient::new(ClientConfig::default());
+    send(&c, &t.topic, &["h0", "h1", "h2", "h3", "h4", "h5"]);
+    // 8 s invisible: far enough from the revive time to be held (3 s + 1.5 s ahead).
+    let invisible_ms = 8_000;
+    let first = pop_until_invisible(&client, &t, 6, Duration::from_secs(10), invisible_ms);
+    assert_eq!(bodies(&first), ["h0", "h1", "h2", "h3", "h4", "h5"]);
+    let buffer = &c.broker().context().pop.buffer;
+    assert!(buffer.held_count() > 0, "the checkpoint is held");
+    for m in first.iter().step_by(2) {
+        assert_eq!(ack(&client, &t, m).code, 0);
+    }
+    // The held checkpoint is written with its acks when due; the others come back.
+    let back = pop_until_invisible(&client, &t, 3, Duration::from_secs(25), invisible_ms);
+    assert_eq!(bodies(&back), ["h1", "h3", "h5"]);
+    assert!(back.iter().all(|m| m.reconsume_times == 1), "{back:?}");
+    for m in &back {
+        assert_eq!(ack(&client, &t, m).code, 0);
+    }
+    // Acked in memory to the last: nothing held, nothing written, nothing comes back.
+    assert_eq!(buffer.held_count(), 0);
+    let more = pop_until_invisible(&client, &t, 1, Duration::from_secs(12), invisible_ms);
+    assert!(more.is_empty(), "{more:?}");
 }

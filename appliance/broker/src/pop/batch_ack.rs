@@ -13,7 +13,7 @@ use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext};
 use ringmq_store::PutRequest;
 
-use super::processor::{put_all_then_answer, Named};
+use super::processor::{ack_in_buffer, put_all_then_answer, Named};
 use super::{orderly, revive_log};
 use crate::context::{error_response, BrokerContext};
 
@@ -110,6 +110,9 @@ fn entry_puts(
         broker_name: broker_name.map(str::to_string),
         ack_offsets: offsets,
     };
+    if ack_in_buffer(ctx, &ack) {
+        return Ok(None);
+    }
     revive_log::ack_put(ctx, entry.revive_qid, &ack, entry.invisible_time_ms)
         .map(Some)
         .map_err(|e| {

@@ -40,6 +40,7 @@ use ringmq_runtime::{Reply, RequestContext, Responder};
 use ringmq_store::{GetMessageResult, PutMessageStatus, PutRequest, PutResult};
 use ringmq_sync::LockExt;
 
+use super::buffer::{AckTaken, Commit, HoldSettings, PopBuffer, QueueRef};
 use super::order::{ConsumerOrderInfoManager, OrderInfo};
 use super::orderly;
 use super::polling::{self, Place, Watch};
@@ -72,6 +73,8 @@ pub struct PopState {
     pub(crate) polling_by_key: Mutex<HashMap<String, usize>>,
     /// Orderly POP batches (`consumerOrderInfo.json`).
     pub order: ConsumerOrderInfoManager,
+    /// Checkpoint pops' offset lines and held checkpoints.
+    pub buffer: PopBuffer,
 }
 
 impl PopState {
@@ -246,11 +249,18 @@ impl PopBatch<'_> {
         take.offsets = result.message_queue_offsets;
         take.records = result.messages;
         if take.offsets.is_empty() {
-            // Nothing to checkpoint: the offset may move past what the filter skipped.
+            // Nothing to checkpoint: the offset may move past what the filter skipped,
+            // in line after the pops before it.
             if next > start {
-                self.ctx
-                    .offsets
-                    .commit_offset(&group, topic, queue_id, next);
+                let queue = QueueRef {
+                    group: group.clone(),
+                    topic: topic.to_string(),
+                    queue_id,
+                };
+                let settings = hold_settings(&self.ctx.config);
+                let buffer = &self.ctx.pop.buffer;
+                let (place, _) = buffer.add(&key, &queue, next, None, &settings, 0);
+                commit(self.ctx, buffer.done(&key, place));
             }
             return;
         }
@@ -633,19 +643,37 @@ impl PopAnswer {
         }
     }
 
-    /// Stores every checkpoint; when all are stored, moves the consumer offsets and
-    /// answers. A checkpoint that is not stored fails the pop (its messages were never
-    /// handed out for good).
+    /// Gives every checkpoint its place in its queue's line (`buffer.rs`), holds those the
+    /// buffer may hold and stores the others; answers when all are stored. A checkpoint
+    /// that is not stored fails the pop (its messages were never handed out for good).
     fn store_checkpoints(self, ctx: Arc<BrokerContext>, responder: Responder, revive_qid: i32) {
-        let puts: Vec<Result<PutRequest, String>> = self
-            .checkpoints
-            .iter()
-            .map(|ck| revive_log::ck_put(&ctx, revive_qid, ck))
-            .collect();
+        let settings = hold_settings(&ctx.config);
+        let now_ms = crate::persist::now_ms();
+        let mut puts = Vec::new();
+        for (take, ck) in self.takes.iter().zip(&self.checkpoints) {
+            let key = lock_key(&take.topic, &self.group, take.queue_id);
+            let queue = QueueRef {
+                group: self.group.clone(),
+                topic: take.topic.clone(),
+                queue_id: take.queue_id,
+            };
+            let hold = Some((ck.clone(), revive_qid));
+            let buffer = &ctx.pop.buffer;
+            let (place, held) = buffer.add(&key, &queue, take.next_offset, hold, &settings, now_ms);
+            if !held {
+                puts.push((key, place, revive_log::ck_put(&ctx, revive_qid, ck)));
+            }
+        }
         let pending = Arc::new(AtomicUsize::new(puts.len()));
         let failure: Arc<Mutex<Option<String>>> = Arc::default();
         let shared = Arc::new(Mutex::new(Some((self, responder))));
-        for put in puts {
+        if puts.is_empty() {
+            if let Some((answer, responder)) = shared.lock_unpoisoned().take() {
+                answer.finish(&ctx, responder, None);
+            }
+            return;
+        }
+        for (key, place, put) in puts {
             let finish = {
                 let (ctx, pending, failure, shared) = (
                     ctx.clone(),
@@ -654,6 +682,11 @@ impl PopAnswer {
                     shared.clone(),
                 );
                 move |error: Option<String>| {
+                    let line = match &error {
+                        None => ctx.pop.buffer.done(&key, place),
+                        Some(_) => ctx.pop.buffer.drop_place(&key, place),
+                    };
+                    commit(&ctx, line);
                     if let Some(e) = error {
                         failure.lock_unpoisoned().get_or_insert(e);
                     }
@@ -679,27 +712,13 @@ impl PopAnswer {
     }
 
     fn finish(self, ctx: &BrokerContext, responder: Responder, failure: Option<String>) {
-        for take in &self.takes {
-            let key = lock_key(&take.topic, &self.group, take.queue_id);
-            if failure.is_some() {
-                ctx.pop.take_back(&key, take.next_offset, take.start_offset);
-                continue;
-            }
-            let committed = ctx
-                .offsets
-                .query_offset(&self.group, &take.topic, take.queue_id);
-            if committed.is_none_or(|c| c < take.next_offset) {
-                ctx.offsets.commit_offset(
-                    &self.group,
-                    &take.topic,
-                    take.queue_id,
-                    take.next_offset,
-                );
-            }
-        }
         match failure {
             None => responder.respond(self.response),
             Some(e) => {
+                for take in &self.takes {
+                    let key = lock_key(&take.topic, &self.group, take.queue_id);
+                    ctx.pop.take_back(&key, take.next_offset, take.start_offset);
+                }
                 tracing::warn!(group = self.group, "pop failed: {e}");
                 let mut response = self.response;
                 response.code = ResponseCode::SystemError.code();
@@ -709,6 +728,29 @@ impl PopAnswer {
                 responder.respond(response);
             }
         }
+    }
+}
+
+/// The buffer's settings from the broker's (`popCk*`, `enablePopBufferMerge`).
+pub(crate) fn hold_settings(config: &crate::config::BrokerConfig) -> HoldSettings {
+    HoldSettings {
+        enabled: config.enable_pop_buffer_merge,
+        stay_ms: config.pop_ck_stay_buffer_time_ms as i64,
+        stay_timeout_ms: config.pop_ck_stay_buffer_time_out_ms as i64,
+        max_held: config.pop_ck_max_buffer_size as usize,
+        max_line: config.pop_ck_offset_max_queue_size as usize,
+    }
+}
+
+/// Moves a queue's consumer offset to what its line allows (never backwards).
+pub(crate) fn commit(ctx: &BrokerContext, line: Option<Commit>) {
+    let Some(Commit { queue, offset }) = line else {
+        return;
+    };
+    let (group, topic, queue_id) = (&queue.group, &queue.topic, queue.queue_id);
+    let committed = ctx.offsets.query_offset(group, topic, queue_id);
+    if committed.is_none_or(|c| c < offset) {
+        ctx.offsets.commit_offset(group, topic, queue_id, offset);
     }
 }
 
@@ -788,6 +830,19 @@ fn ack_of(info: &ExtraInfo, real_topic: &str, n: &Named<'_>) -> AckMsg {
     }
 }
 
+/// Records `ack` in its held checkpoint, if the buffer holds it (committing the queue's
+/// offset when that was the checkpoint's last ack); false when the ack is to be written.
+pub(crate) fn ack_in_buffer(ctx: &BrokerContext, ack: &AckMsg) -> bool {
+    match ctx.pop.buffer.ack(&ack.merge_key(), &ack.acked_offsets()) {
+        AckTaken::NotHeld => false,
+        AckTaken::Held => true,
+        AckTaken::AllAcked(line) => {
+            commit(ctx, line);
+            true
+        }
+    }
+}
+
 /// Hands `puts` to the store in order and answers `response` when all are stored
 /// (SYSTEM_ERROR naming the first that was not).
 pub(crate) fn put_all_then_answer(
@@ -849,8 +904,11 @@ pub fn ack_message(
         );
     }
     let ack = ack_of(&info, &real_topic, &named);
-    let put = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms);
     let response = request.response_to(ResponseCode::Success.code(), None);
+    if ack_in_buffer(ctx, &ack) {
+        return Reply::Now(response.into());
+    }
+    let put = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms);
     put_then_answer(ctx, &request, put.map(|p| vec![p]), response, rc)
 }
 

@@ -1,5 +1,5 @@
-//! The revive service (features.md §f.6): one thread on the master that, about once a
-//! second, scans each revive queue from its committed offset ([`ReviveScan`]), writes a
+//! The revive service (features.md §f.6): one thread on the master that, between rounds,
+//! writes the held checkpoints that fall due (`buffer.rs`) and, about once a second, scans each revive queue from its committed offset ([`ReviveScan`]), writes a
 //! retry copy of every popped message whose invisible time passed without an ack, and
 //! commits the revive offset (group `CID_RMQ_SYS_REVIVE_GROUP`) past what it handled.
 //!
@@ -24,6 +24,11 @@ use crate::context::BrokerContext;
 
 /// Pause between rounds (`reviveInterval`).
 const ROUND_INTERVAL: Duration = Duration::from_millis(1_000);
+/// How often held checkpoints are looked at (upstream's buffer scan runs every 5 ms; a
+/// checkpoint falls due at least 1.5 s before it must be in the revive queue).
+const HELD_LOOK_INTERVAL: Duration = Duration::from_millis(50);
+/// Held checkpoints written per look at most.
+const HELD_WRITES_PER_LOOK: usize = 4_096;
 /// Messages read from a revive queue per read, and per round at most.
 const READ_BATCH: i32 = 32;
 const MAX_READ_PER_ROUND: usize = 16_384;
@@ -42,19 +47,24 @@ pub fn start(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<()>) {
                 for qid in 0..REVIVE_QUEUE_NUM as i32 {
                     revive_queue(&ctx, qid);
                 }
-                sleep_unless_stopped(&stop2, ROUND_INTERVAL);
+                wait_writing_held(&ctx, &stop2, ROUND_INTERVAL);
             }
         })
         .expect("spawn the POP revive thread");
     (stop, handle)
 }
 
-fn sleep_unless_stopped(stop: &AtomicBool, total: Duration) {
-    let step = Duration::from_millis(50);
+/// Waits `total` (or until stopped), writing the held checkpoints that fall due meanwhile
+/// (`buffer.rs`).
+fn wait_writing_held(ctx: &Arc<BrokerContext>, stop: &AtomicBool, total: Duration) {
     let mut slept = Duration::ZERO;
     while slept < total && !stop.load(Ordering::Acquire) {
-        std::thread::sleep(step);
-        slept += step;
+        let now_ms = crate::persist::now_ms();
+        for held in ctx.pop.buffer.take_due(now_ms, HELD_WRITES_PER_LOOK) {
+            revive_log::write_held(ctx, held);
+        }
+        std::thread::sleep(HELD_LOOK_INTERVAL);
+        slept += HELD_LOOK_INTERVAL;
     }
 }
 

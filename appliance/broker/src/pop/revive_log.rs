@@ -2,7 +2,7 @@
 //! (`TIMER_DELIVER_MS`) for their revive queue, so they reach it at about the revive time
 //! (features.md §f.3), and the retry copies the revive service makes of un-acked messages.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -11,6 +11,7 @@ use ringmq_remoting::message::record::{self, RecordFields, StoredRecord};
 use ringmq_remoting::pop::{self, AckMsg, PopCheckPoint, ACK_TAG, BATCH_ACK_TAG, CK_TAG};
 use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
+use super::buffer::Held;
 use crate::context::BrokerContext;
 use crate::timer_put::{self, TimerPut, TimerPutSettings};
 
@@ -165,5 +166,38 @@ pub fn put_and_wait(ctx: &BrokerContext, put: PutRequest) -> Result<(), String> 
         Ok(result) if result.status == PutMessageStatus::PutOk => Ok(()),
         Ok(result) => Err(format!("not stored: {}", result.status.name())),
         Err(_) => Err(format!("not stored within {} s", PUT_WAIT.as_secs())),
+    }
+}
+
+/// Writes a held checkpoint the buffer says is due, its in-memory acks in its bitmap (the
+/// revive scan skips acked bits, upstream's as well); then its place in the line is done,
+/// or, if it was not stored, it is held again and retried.
+pub fn write_held(ctx: &Arc<BrokerContext>, held: Held) {
+    let now_ms = crate::persist::now_ms();
+    match ck_put(ctx, held.revive_qid, &held.ck) {
+        Ok(put) => {
+            let ctx2 = ctx.clone();
+            ctx.store.put(
+                put,
+                Box::new(move |r: PutResult| {
+                    let stored = r.status == PutMessageStatus::PutOk;
+                    if !stored {
+                        tracing::warn!(
+                            status = r.status.name(),
+                            "held POP checkpoint not stored; retrying"
+                        );
+                    }
+                    let line = ctx2
+                        .pop
+                        .buffer
+                        .written(&held, stored, crate::persist::now_ms());
+                    super::processor::commit(&ctx2, line);
+                }),
+            );
+        }
+        Err(e) => {
+            tracing::warn!("held POP checkpoint not written: {e}; retrying");
+            ctx.pop.buffer.written(&held, false, now_ms);
+        }
     }
 }
