@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # POP against pull on one broker, same topic, same load (benches/README.md, "POP"):
 #   1. drain: N pre-produced 1 KiB messages consumed from the start by a pull consumer
-#      group, then by a POP group (every message acked): msg/s of each = consume and ack
-#      throughput;
+#      group, then by POP groups (every message acked, one ack per message or one batch
+#      ack per pop): msg/s of each = consume and ack throughput;
 #   2. end to end at a fixed send rate (-r): born -> consumed latency p50/p99 with pull,
-#      then with POP.
+#      then with POP;
+#   3. the POP cells again on the same store with enablePopBufferMerge=true (checkpoints
+#      held in memory, acks meeting them there).
 # Usage: benches/pop/run.sh [N=200000] [RATE=10000] [SECS=10]
 set -uo pipefail
 N=${1:-200000}
@@ -25,7 +27,8 @@ bindAddress=127.0.0.1
 kvConfigPath=$WORK/kvConfig.json
 configStorePath=$WORK/namesrv.properties
 CONF
-cat > "$WORK/broker.conf" <<CONF
+start_broker() { # enablePopBufferMerge
+  cat > "$WORK/broker.conf" <<CONF
 brokerClusterName=PopBench
 brokerName=pop-bench
 listenPort=$BROKER_PORT
@@ -34,15 +37,20 @@ brokerIP1=127.0.0.1
 namesrvAddr=127.0.0.1:$NS_PORT
 storePathRootDir=$WORK/store
 autoCreateTopicEnable=true
+enablePopBufferMerge=$1
 CONF
+  "$BIN" broker -c "$WORK/broker.conf" > "$WORK/broker-$1.log" 2>&1 & BROKER_PID=$!
+  pids+=("$BROKER_PID")
+  sleep 1
+  for _ in $(seq 1 100); do
+    "$BIN" admin clusterList -n "$NS" 2>/dev/null | grep -q pop-bench && break
+    sleep 0.2
+  done
+}
 "$BIN" namesrv -c "$WORK/namesrv.conf" > "$WORK/namesrv.log" 2>&1 & pids+=($!)
 sleep 1
-"$BIN" broker -c "$WORK/broker.conf" > "$WORK/broker.log" 2>&1 & pids+=($!)
 NS=127.0.0.1:$NS_PORT
-for _ in $(seq 1 100); do
-  "$BIN" admin clusterList -n "$NS" 2>/dev/null | grep -q pop-bench && break
-  sleep 0.2
-done
+start_broker false
 bench() { "$BIN" bench "$@" -n "$NS" --quiet --json --no-broker-profile 2>&1 | tail -1; }
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d[sys.argv[2]])" "$1" "$2"; }
 report() { # name json
@@ -54,5 +62,11 @@ bench producer -t PopBenchDrain -m "$N" -s 1024 -w 256 > /dev/null
 M=$((N - 32))
 report "drain: pull (from start)" "$(bench consumer -t PopBenchDrain -g CG_pull_drain --from-start -m "$M" -d 120)"
 report "drain: POP + ack" "$(bench consumer -t PopBenchDrain -g CG_pop_drain --pop -m "$M" -d 120)"
+report "drain: POP + batch ack" "$(bench consumer -t PopBenchDrain -g CG_pop_drain_b --pop --batch-ack -m "$M" -d 120)"
 report "e2e ${RATE}/s: pull" "$(bench e2e -t PopBenchE2ePull -g CG_pull_e2e -r "$RATE" -d "$SECS" -s 1024)"
 report "e2e ${RATE}/s: POP + ack" "$(bench e2e -t PopBenchE2ePop -g CG_pop_e2e --pop -r "$RATE" -d "$SECS" -s 1024)"
+kill "$BROKER_PID"; wait "$BROKER_PID" 2>/dev/null
+start_broker true
+report "drain: POP + ack, merge" "$(bench consumer -t PopBenchDrain -g CG_pop_drain_merge --pop -m "$M" -d 120)"
+report "drain: POP + batch ack, merge" "$(bench consumer -t PopBenchDrain -g CG_pop_drain_merge_b --pop --batch-ack -m "$M" -d 120)"
+report "e2e ${RATE}/s: POP + ack, merge" "$(bench e2e -t PopBenchE2ePopMerge -g CG_pop_e2e_merge --pop -r "$RATE" -d "$SECS" -s 1024)"

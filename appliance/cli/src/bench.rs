@@ -122,6 +122,10 @@ pub struct BenchArgs {
     /// (from the group's offset, the queues' start for a new group) and acks every message.
     #[arg(long = "pop")]
     pub pop: bool,
+    /// With `--pop`: ack each popped batch with one BATCH_ACK_MESSAGE instead of one
+    /// ACK_MESSAGE per message.
+    #[arg(long = "batch-ack")]
+    pub batch_ack: bool,
     /// Report interval in seconds.
     #[arg(long = "interval", default_value_t = 1)]
     pub report_interval_secs: u64,
@@ -1011,6 +1015,7 @@ fn pop_consumer_thread(
         };
         let (stats, done) = start_reporting(&args, id, &tx, &ready);
         let mut joins = Vec::new();
+        let batch_ack = args.batch_ack;
         for (name, addr) in brokers {
             for _ in 0..POPS_IN_FLIGHT_PER_BROKER {
                 let (c, ctl, s) = (consumer.clone(), control.clone(), stats.clone());
@@ -1022,6 +1027,22 @@ fn pop_consumer_thread(
                                 let now = Instant::now();
                                 if !ctl.claim(r.messages.len() as u64) {
                                     ctl.stop.store(true, Ordering::Relaxed);
+                                }
+                                if batch_ack && !r.messages.is_empty() {
+                                    let acked = c.batch_ack(&topic, &r.messages).await;
+                                    for m in &r.messages {
+                                        let body = &m.message.body;
+                                        let born = m.message.born_timestamp_ms;
+                                        match &acked {
+                                            Ok(()) => s.ok(
+                                                1,
+                                                body.len() as u64,
+                                                e2e_latency(body, born, now),
+                                            ),
+                                            Err(e) => s.fail(e),
+                                        }
+                                    }
+                                    continue;
                                 }
                                 for m in &r.messages {
                                     let body = &m.message.body;

@@ -11,7 +11,7 @@ use ringmq_remoting::header::pop::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader,
 };
 use ringmq_remoting::message::properties::keys;
-use ringmq_remoting::pop::{self, ExtraInfo, RetryKind};
+use ringmq_remoting::pop::{self, BatchAck, BatchAckBody, ExtraInfo, RetryKind};
 use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::error::{ClientError, Result};
@@ -199,6 +199,55 @@ impl PopConsumer {
         let request =
             RemotingCommand::request(RequestCode::AckMessage.code(), 0).with_header(&header);
         self.call(&m.broker_addr, request).await.map(|_| ())
+    }
+
+    /// Acks `messages` (of `topic`, popped from one broker) with one BATCH_ACK_MESSAGE:
+    /// one entry per checkpoint their handles name.
+    pub async fn batch_ack(&self, topic: &str, messages: &[PoppedMessage]) -> Result<()> {
+        let Some(first) = messages.first() else {
+            return Ok(());
+        };
+        let addr = &first.broker_addr;
+        let mut body = BatchAckBody::default();
+        for m in messages {
+            if m.broker_addr != *addr {
+                return Err(ClientError::Invalid(
+                    "a batch ack goes to one broker: its messages came from several".into(),
+                ));
+            }
+            let info = ExtraInfo::parse(&m.handle).map_err(|e| protocol_error(addr, e.0))?;
+            let offset = info.msg_queue_offset.unwrap_or(m.message.queue_offset);
+            let bit = usize::try_from(offset - info.ck_start_offset)
+                .ok()
+                .filter(|&b| b < pop::MAX_BATCH_ACK_BITS)
+                .ok_or_else(|| protocol_error(addr, "a message before its checkpoint start"))?;
+            body.broker_name
+                .get_or_insert_with(|| info.broker_name.clone());
+            let same = |a: &BatchAck| {
+                a.start_offset == info.ck_start_offset
+                    && a.pop_time_ms == info.pop_time_ms
+                    && a.queue_id == info.queue_id
+                    && a.retry == info.retry
+                    && a.revive_qid == info.revive_qid
+            };
+            match body.acks.iter_mut().find(|a| same(a)) {
+                Some(entry) => entry.bits.push(bit),
+                None => body.acks.push(BatchAck {
+                    group: self.inner.config.group.clone(),
+                    topic: topic.to_string(),
+                    retry: info.retry,
+                    start_offset: info.ck_start_offset,
+                    queue_id: info.queue_id,
+                    revive_qid: info.revive_qid,
+                    pop_time_ms: info.pop_time_ms,
+                    invisible_time_ms: info.invisible_time_ms,
+                    bits: vec![bit],
+                }),
+            }
+        }
+        let mut request = RemotingCommand::request(RequestCode::BatchAckMessage.code(), 0);
+        request.body = body.encode().into_bytes().into();
+        self.call(addr, request).await.map(|_| ())
     }
 
     /// Makes `m` invisible for `invisible_time_ms` from now; returns its new handle.
