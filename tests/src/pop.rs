@@ -41,6 +41,8 @@ pub struct PopOptions {
     /// Orderly POP.
     pub order: bool,
     pub attempt_id: Option<String>,
+    /// `(expType, exp)`; `TAG *` when absent.
+    pub expression: Option<(String, String)>,
 }
 
 /// A POP_MESSAGE request for any queue of `topic`, as `o` says.
@@ -57,12 +59,16 @@ pub fn pop_request_with(group: &str, topic: &str, o: &PopOptions) -> RemotingCom
         ("pollTime", poll_ms.to_string()),
         ("bornTime", now.to_string()),
         ("initMode", "0".into()),
-        ("expType", "TAG".into()),
-        ("exp", "*".into()),
         ("order", o.order.to_string()),
     ] {
         r.ext_fields.insert(k, v);
     }
+    let (exp_type, exp) = o
+        .expression
+        .clone()
+        .unwrap_or_else(|| ("TAG".into(), "*".into()));
+    r.ext_fields.insert("expType", exp_type);
+    r.ext_fields.insert("exp", exp);
     if let Some(a) = &o.attempt_id {
         r.ext_fields.insert("attemptId", a.clone());
     }

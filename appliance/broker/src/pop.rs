@@ -6,6 +6,7 @@
 //! - [`peek`]: PEEK_MESSAGE and POLLING_INFO; [`batch_ack`]: BATCH_ACK_MESSAGE;
 //! - [`buffer`]: the line in which pops' consumer offsets commit, and checkpoints held in
 //!   memory for their acks (`enablePopBufferMerge`);
+//! - [`filter`]: a pop's TAG or SQL92 expression;
 //! - [`polling`]: pops that found nothing waiting for a message (long polling);
 //! - [`revive_log`]: checkpoints and acks written to the revive topic as timer messages,
 //!   and the retry copies of messages nobody acked;
@@ -14,6 +15,7 @@
 
 pub mod batch_ack;
 pub mod buffer;
+pub mod filter;
 pub mod order;
 pub mod orderly;
 pub mod peek;

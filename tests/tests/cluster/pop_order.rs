@@ -7,7 +7,8 @@ use ringmq_client::{block_on, ClientConfig, Message, Producer, RemotingClient, S
 use ringmq_remoting::pop::{BatchAck, BatchAckBody, ExtraInfo};
 use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
 use ringmq_tests::pop::{
-    handle_call, pop_until, pop_until_invisible, pop_with, PopOptions, PopTarget, Popped,
+    handle_call, pop_request_with, pop_until, pop_until_invisible, pop_with, PopOptions, PopTarget,
+    Popped,
 };
 use ringmq_tests::{unique, Cluster};
 
@@ -47,7 +48,7 @@ fn ordered(invisible_ms: i64, poll_ms: i64) -> PopOptions {
         invisible_ms,
         poll_ms,
         order: true,
-        attempt_id: None,
+        ..PopOptions::default()
     }
 }
 
@@ -307,4 +308,32 @@ fn held_checkpoints_take_their_acks_in_memory() {
     assert_eq!(buffer.held_count(), 0);
     let more = pop_until_invisible(&client, &t, 1, Duration::from_secs(12), invisible_ms);
     assert!(more.is_empty(), "{more:?}");
+}
+
+#[test]
+fn a_sql92_pop_hands_out_only_what_matches() {
+    let c = Cluster::start("enablePropertyFilter=true");
+    let t = target(&c, "PopSql");
+    let producer = Producer::new(c.producer_config(&unique("PG-sql")));
+    for i in 0..6 {
+        let m = Message::new(&t.topic, format!("s{i}").into_bytes())
+            .with_property("a", &i.to_string())
+            .expect("a property");
+        let r = block_on(producer.send(&m));
+        assert_eq!(r.map(|r| r.status).ok(), Some(SendStatus::SendOk));
+    }
+    let client = RemotingClient::new(ClientConfig::default());
+    wait_visible(&client, &t, "s5");
+    let sql = |exp: &str| PopOptions {
+        invisible_ms: 60_000,
+        expression: Some(("SQL92".into(), exp.into())),
+        ..PopOptions::default()
+    };
+    let (got, answer) = pop_with(&client, &t, &sql("a >= 3"));
+    assert_eq!(bodies(&got), ["s3", "s4", "s5"], "{:?}", answer.remark);
+    // The ones skipped are behind the group now: nothing more matches.
+    assert!(pop_with(&client, &t, &sql("a < 3")).0.is_empty());
+    let request = pop_request_with(&t.group, &t.topic, &sql("a >>> 3"));
+    let bad = call(&client, &t.broker_addr, request);
+    assert_eq!(bad.code, ResponseCode::SubscriptionParseFailed.code());
 }

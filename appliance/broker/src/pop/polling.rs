@@ -11,9 +11,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use ringmq_remoting::message::tags::TagFilter;
 use ringmq_sync::LockExt;
 
+use super::filter::PopFilter;
 use crate::context::BrokerContext;
 use crate::long_polling::HeldPull;
 
@@ -94,7 +94,7 @@ pub fn park(
     ctx: &Arc<BrokerContext>,
     core: usize,
     watches: &[Watch],
-    filter: TagFilter,
+    filter: Arc<PopFilter>,
     place: Place,
     fire: Fire,
 ) {
@@ -103,13 +103,14 @@ pub fn park(
     let key: Arc<str> = place.key.into();
     let deadline_ms = place.deadline_ms;
     for w in watches.iter().take(MAX_WATCHED_QUEUES) {
-        let (shared, filter, ctx2) = (shared.clone(), filter.clone(), ctx.clone());
+        let (shared, ctx2) = (shared.clone(), ctx.clone());
         let key = key.clone();
+        let (matches_properties, matcher) = filter.arrival_matcher(&w.topic);
         let held = HeldPull {
             offset: w.offset,
             deadline_ms,
-            matches_properties: false,
-            matcher: Box::new(move |code, _| filter.matches_tags_code(code)),
+            matches_properties,
+            matcher,
             resume: Box::new(move || {
                 let fire = shared.lock_unpoisoned().take();
                 if let Some(fire) = fire {

@@ -33,7 +33,6 @@ use ringmq_remoting::header::pop::{
 };
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded};
-use ringmq_remoting::message::tags::TagFilter;
 use ringmq_remoting::pop::{self, AckMsg, ExtraInfo, PopCheckPoint, RetryKind};
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext, Responder};
@@ -41,12 +40,12 @@ use ringmq_store::{GetMessageResult, PutMessageStatus, PutRequest, PutResult};
 use ringmq_sync::LockExt;
 
 use super::buffer::{AckTaken, Commit, HoldSettings, PopBuffer, QueueRef};
+use super::filter::PopFilter;
 use super::order::{ConsumerOrderInfoManager, OrderInfo};
 use super::orderly;
 use super::polling::{self, Place, Watch};
 use super::revive_log;
 use crate::context::{error_response, header_error, BrokerContext};
-use crate::filter::tag::TagMessageFilter;
 use crate::metadata::topic_config::{PERM_READ, PERM_WRITE};
 
 /// Revive queues of the revive topic (`reviveQueueNum`).
@@ -126,9 +125,8 @@ struct QueueTake {
 struct PopBatch<'a> {
     ctx: &'a BrokerContext,
     h: &'a PopMessageRequestHeader,
-    /// The pop's TAG expression, checked on the ConsumeQueue's tagsCode and then on the
-    /// record's tag (no client re-checks what a pop hands out).
-    filter: TagMessageFilter,
+    /// The pop's expression (`filter.rs`).
+    filter: Arc<PopFilter>,
     takes: Vec<QueueTake>,
     found: usize,
     rest: i64,
@@ -212,13 +210,14 @@ impl PopBatch<'_> {
     fn read_from(&mut self, topic: &str, queue_id: i32, start: i64) -> (GetMessageResult, i64) {
         let want = self.wanted() as i32;
         let store = &self.ctx.store;
+        let filter = self.filter.for_topic(topic);
         let result = store.get_message(
             topic,
             queue_id,
             start,
             want,
             MAX_POP_BYTES_PER_QUEUE,
-            &self.filter,
+            filter,
         );
         let next = result.next_begin_offset.max(start);
         self.rest += (result.max_offset - next).max(0);
@@ -387,11 +386,11 @@ pub(crate) fn check_queue_readable(
     Ok(())
 }
 
-/// Why a pop is refused before reading, as upstream checks in order; else its TAG filter.
+/// Why a pop is refused before reading, as upstream checks in order; else its filter.
 fn check_pop(
     ctx: &BrokerContext,
     h: &PopMessageRequestHeader,
-) -> Result<TagFilter, (ResponseCode, String)> {
+) -> Result<PopFilter, (ResponseCode, String)> {
     use ResponseCode as R;
     let late_ms = crate::persist::now_ms() - h.born_time - h.poll_time;
     if late_ms > POLL_LATE_LIMIT_MS {
@@ -415,18 +414,36 @@ fn check_pop(
     if !ctx.config.is_master() {
         return Err((R::SystemError, "POP is served by the master only".into()));
     }
-    if h.exp_type
-        .as_deref()
-        .is_some_and(|t| t.eq_ignore_ascii_case("SQL92"))
-    {
-        return Err((
-            R::SubscriptionParseFailed,
-            "SQL92 expressions are not supported for POP yet".into(),
-        ));
+    let sql = match h.exp_type.as_deref() {
+        None => false,
+        Some(t) if t.eq_ignore_ascii_case("TAG") => false,
+        Some(t) if t.eq_ignore_ascii_case("SQL92") => true,
+        Some(t) => {
+            return Err((R::SubscriptionParseFailed, format!("unknown expType {t:?}")));
+        }
+    };
+    if sql && !ctx.live.enable_property_filter() {
+        let remark = "The broker does not support consumer to filter message by SQL92";
+        return Err((R::SystemError, remark.into()));
     }
     check_queue_readable(ctx, &h.topic, h.queue_id, &h.consumer_group)?;
-    crate::filter::tag::parse_subscription(h.exp.as_deref().unwrap_or("*"))
-        .map_err(|why| (R::SubscriptionParseFailed, why))
+    let exp = h.exp.as_deref().unwrap_or("*");
+    if !sql {
+        return crate::filter::tag::parse_subscription(exp)
+            .map(PopFilter::tag)
+            .map_err(|why| (R::SubscriptionParseFailed, why));
+    }
+    match ctx.sql92.map(|compile| compile(exp)) {
+        Some(Ok(predicate)) => Ok(PopFilter::sql(predicate)),
+        Some(Err(e)) => Err((
+            R::SubscriptionParseFailed,
+            format!("parse the pop's expression failed: {e}"),
+        )),
+        None => Err((
+            R::SystemError,
+            "SQL92 filtering is not available in this broker build".into(),
+        )),
+    }
 }
 
 /// POP_MESSAGE.
@@ -448,7 +465,7 @@ pub fn pop_message(
     let attempt = PopAttempt {
         request,
         h,
-        filter,
+        filter: Arc::new(filter),
         responder: rc.responder(),
         core: rc.core_index(),
         deadline_ms,
@@ -461,7 +478,7 @@ pub fn pop_message(
 struct PopAttempt {
     request: RemotingCommand,
     h: PopMessageRequestHeader,
-    filter: TagFilter,
+    filter: Arc<PopFilter>,
     responder: Responder,
     core: usize,
     deadline_ms: i64,
@@ -480,7 +497,7 @@ impl PopAttempt {
         let mut batch = PopBatch {
             ctx,
             h,
-            filter: TagMessageFilter::exact(self.filter.clone()),
+            filter: self.filter.clone(),
             takes: Vec::new(),
             found: 0,
             rest: 0,
@@ -540,7 +557,7 @@ impl PopAttempt {
         let place = Place { key, deadline_ms };
         // Orderly waits wake on any arrival or ack of their queues: the re-run filters.
         let filter = if h.order {
-            TagFilter::All
+            Arc::new(PopFilter::all())
         } else {
             self.filter.clone()
         };
@@ -1089,7 +1106,7 @@ impl Notice {
         };
         let (core, ctx2) = (self.core, ctx.clone());
         let fire: polling::Fire = Box::new(move || self.run(&ctx2));
-        polling::park(ctx, core, &watches, TagFilter::All, place, fire);
+        polling::park(ctx, core, &watches, Arc::new(PopFilter::all()), place, fire);
     }
 
     fn answer(self, has_msg: bool, polling_full: bool) {
