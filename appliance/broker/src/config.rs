@@ -302,6 +302,10 @@ broker_config! {
     acl_enable: bool = "aclEnable", false;
     /// `timerWheelEnable`: accept timer messages (off → WHEEL_TIMER_NOT_ENABLE).
     timer_wheel_enable: bool = "timerWheelEnable", true;
+    /// `enableRetryTopicV2`: POP retry topics named `%RETRY%<group>+<topic>`.
+    enable_retry_topic_v2: bool = "enableRetryTopicV2", false;
+    /// `retrieveMessageFromPopRetryTopicV1`: with V2 names, pops still drain the V1 topics.
+    retrieve_message_from_pop_retry_topic_v1: bool = "retrieveMessageFromPopRetryTopicV1", true;
     /// `enablePopBufferMerge`: hold POP checkpoints in memory so acks meet them there.
     enable_pop_buffer_merge: bool = "enablePopBufferMerge", false;
     /// `popCkStayBufferTime`: longest a held checkpoint stays unwritten.

@@ -337,3 +337,21 @@ fn a_sql92_pop_hands_out_only_what_matches() {
     let bad = call(&client, &t.broker_addr, request);
     assert_eq!(bad.code, ResponseCode::SubscriptionParseFailed.code());
 }
+
+#[test]
+fn with_retry_topic_v2_messages_come_back_through_the_v2_topic() {
+    let c = Cluster::start("enableRetryTopicV2=true");
+    let t = target(&c, "PopV2");
+    let client = RemotingClient::new(ClientConfig::default());
+    send(&c, &t.topic, &["v0"]);
+    let first = pop_until_invisible(&client, &t, 1, Duration::from_secs(10), 2_000);
+    assert_eq!(bodies(&first), ["v0"]);
+    let back = pop_until_invisible(&client, &t, 1, Duration::from_secs(20), 60_000);
+    assert_eq!(bodies(&back), ["v0"]);
+    let info = ExtraInfo::parse(&back[0].handle).expect("handle");
+    assert_eq!(info.retry, ringmq_remoting::pop::RetryKind::RetryV2);
+    let topics = &c.broker().context().topics;
+    assert!(topics.select(&format!("%RETRY%{}+{}", t.group, t.topic)).is_some());
+    assert!(topics.select(&format!("%RETRY%{}_{}", t.group, t.topic)).is_none());
+    assert_eq!(ack(&client, &t, &back[0]).code, 0);
+}

@@ -20,7 +20,7 @@ use ringmq_runtime::Reply;
 use ringmq_store::GetMessageStatus;
 
 use super::polling;
-use super::processor::check_queue_readable;
+use super::processor::{check_queue_readable, pop_retry_topic};
 use crate::context::{error_response, header_error, BrokerContext};
 use crate::filter::tag::TagMessageFilter;
 
@@ -115,7 +115,7 @@ pub fn peek_message(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> Repl
     };
     let draw = crate::random::random_below(100);
     let retry_first = draw.is_multiple_of(5);
-    let retry_topic = pop::retry_topic(&h.topic, &h.consumer_group, false);
+    let retry_topic = pop_retry_topic(&ctx.config, &h.topic, &h.consumer_group, draw);
     if retry_first {
         peek.read_topic(&retry_topic, None, draw);
     }

@@ -343,6 +343,20 @@ impl PopBatch<'_> {
     }
 }
 
+/// The POP retry topic a pop with random `draw` (0..100) reads: the V2 name with
+/// `enableRetryTopicV2`, except on even draws while `retrieveMessageFromPopRetryTopicV1`
+/// drains the V1 topics (one kind per pop, as upstream).
+pub(crate) fn pop_retry_topic(
+    config: &crate::config::BrokerConfig,
+    topic: &str,
+    group: &str,
+    draw: u32,
+) -> String {
+    let v2 = config.enable_retry_topic_v2;
+    let v1_now = v2 && config.retrieve_message_from_pop_retry_topic_v1 && draw.is_multiple_of(2);
+    pop::retry_topic(topic, group, v2 && !v1_now)
+}
+
 /// Why the broker refuses to let `group` read `topic` (queue `queue_id`, -1 = any), in
 /// upstream's order: broker readable, topic known and readable, queue id, group known and
 /// allowed to consume.
@@ -493,7 +507,8 @@ impl PopAttempt {
         } else {
             ctx.pop.revive_qid()
         };
-        let retry_topic = pop::retry_topic(&h.topic, &h.consumer_group, false);
+        let draw = crate::random::random_below(100);
+        let retry_topic = pop_retry_topic(&ctx.config, &h.topic, &h.consumer_group, draw);
         let mut batch = PopBatch {
             ctx,
             h,
@@ -506,7 +521,6 @@ impl PopAttempt {
             order_count_info: String::new(),
             unblock_at_ms: None,
         };
-        let draw = crate::random::random_below(100);
         let only = (h.queue_id >= 0).then_some(h.queue_id);
         // Orderly pops never read retry topics: their messages come back in place.
         let with_retry = !h.order;
@@ -1057,7 +1071,6 @@ impl Notice {
     /// nothing is committed for a queue never popped).
     fn watches(&self, ctx: &BrokerContext) -> Vec<Watch> {
         let (group, topic) = (&self.h.consumer_group, &self.h.topic);
-        let retry = pop::retry_topic(topic, group, false);
         let mut queues: Vec<(String, i32)> = match self.h.queue_id {
             q if q >= 0 => vec![(topic.clone(), q)],
             _ => {
@@ -1065,8 +1078,11 @@ impl Notice {
                 (0..n).map(|q| (topic.clone(), q)).collect()
             }
         };
-        if ctx.topics.select(&retry).is_some() {
-            queues.push((retry, 0));
+        for v2 in [false, true] {
+            let retry = pop::retry_topic(topic, group, v2);
+            if ctx.topics.select(&retry).is_some() {
+                queues.push((retry, 0));
+            }
         }
         queues
             .into_iter()

@@ -148,7 +148,7 @@ fn revive_checkpoint(ctx: &BrokerContext, due: &DueCheckpoint) -> Result<(), Str
     let retry_topic = if ck.topic.starts_with(pop::RETRY_TOPIC_PREFIX) {
         ck.topic.clone()
     } else {
-        pop::retry_topic(&ck.topic, &ck.group, false)
+        pop::retry_topic(&ck.topic, &ck.group, ctx.config.enable_retry_topic_v2)
     };
     for offset in &due.unacked_offsets {
         let r = ctx
