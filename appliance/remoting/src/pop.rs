@@ -330,6 +330,32 @@ impl PopCheckPoint {
         }
     }
 
+    /// The one-message checkpoint the revive service writes for `offset` when its retry
+    /// copy could not be stored: same pop, re-put count plus one, and, once the original
+    /// revive time has passed, the invisible time stretched by the back-off of its count
+    /// (no ack can come for it any more; the new checkpoint only schedules another try).
+    pub fn re_put_for(&self, offset: i64, now_ms: i64) -> PopCheckPoint {
+        let count = self.re_put_count();
+        let mut invisible_time_ms = self.invisible_time_ms;
+        if self.revive_time_ms() <= now_ms {
+            invisible_time_ms += re_put_backoff_ms(count);
+        }
+        PopCheckPoint {
+            start_offset: offset,
+            pop_time_ms: self.pop_time_ms,
+            invisible_time_ms,
+            bit_map: 0,
+            num: 1,
+            queue_id: self.queue_id,
+            topic: self.topic.clone(),
+            group: self.group.clone(),
+            revive_offset: 0,
+            queue_offset_diff: vec![0],
+            broker_name: self.broker_name.clone(),
+            re_put_times: Some((count + 1).to_string()),
+        }
+    }
+
     /// The key the revive service joins checkpoints and acks on.
     pub fn merge_key(&self) -> String {
         merge_key(
@@ -706,6 +732,32 @@ pub fn re_put_backoff_ms(re_put_count: i32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_re_put_checkpoint_covers_one_message_and_backs_off_once_late() {
+        let ck = PopCheckPoint {
+            start_offset: 10,
+            pop_time_ms: 1_000,
+            invisible_time_ms: 5_000,
+            num: 3,
+            queue_offset_diff: vec![0, 1, 4],
+            re_put_times: Some("2".into()),
+            ..Default::default()
+        };
+        let early = ck.re_put_for(14, 2_000);
+        assert_eq!(
+            (early.start_offset, early.num, early.invisible_time_ms),
+            (14, 1, 5_000)
+        );
+        assert_eq!(early.queue_offset_diff, vec![0]);
+        assert_eq!(early.re_put_count(), 3);
+        let late = ck.re_put_for(14, 6_000);
+        assert_eq!(
+            late.invisible_time_ms,
+            5_000 + 30_000,
+            "the third back-off step"
+        );
+    }
 
     #[test]
     fn batch_ack_bodies_read_fastjsons_bit_sets() {

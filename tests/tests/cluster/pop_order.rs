@@ -351,7 +351,11 @@ fn with_retry_topic_v2_messages_come_back_through_the_v2_topic() {
     let info = ExtraInfo::parse(&back[0].handle).expect("handle");
     assert_eq!(info.retry, ringmq_remoting::pop::RetryKind::RetryV2);
     let topics = &c.broker().context().topics;
-    assert!(topics.select(&format!("%RETRY%{}+{}", t.group, t.topic)).is_some());
-    assert!(topics.select(&format!("%RETRY%{}_{}", t.group, t.topic)).is_none());
+    assert!(topics
+        .select(&format!("%RETRY%{}+{}", t.group, t.topic))
+        .is_some());
+    assert!(topics
+        .select(&format!("%RETRY%{}_{}", t.group, t.topic))
+        .is_none());
     assert_eq!(ack(&client, &t, &back[0]).code, 0);
 }

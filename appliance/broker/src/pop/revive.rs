@@ -3,9 +3,9 @@
 //! retry copy of every popped message whose invisible time passed without an ack, and
 //! commits the revive offset (group `CID_RMQ_SYS_REVIVE_GROUP`) past what it handled.
 //!
-//! A retry that is not stored stops the queue's round before the checkpoint it belongs
-//! to: the offset stays, and the next round tries that checkpoint again (at least once;
-//! upstream re-puts the checkpoint with a back-off instead).
+//! A retry copy that is not stored gets a checkpoint of its own, re-put with a back-off
+//! (10 s, 20 s, 30 s, 1 min, … 2 h), and the round moves on; only when that re-put fails
+//! too does the round stop before the checkpoint, to try it again next round.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -102,7 +102,8 @@ pub fn revive_queue(ctx: &BrokerContext, qid: i32) {
     let plan = scan.plan();
     let mut new_offset = old_offset;
     for due in &plan.due {
-        if let Err(e) = revive_checkpoint(ctx, due) {
+        let done = revive_checkpoint(ctx, due).and_then(|failed| re_put(ctx, qid, due, failed));
+        if let Err(e) = done {
             tracing::warn!(
                 queue = qid,
                 topic = due.ck.topic,
@@ -137,13 +138,42 @@ fn add_message(scan: &mut ReviveScan, bytes: &[u8], queue_offset: i64) {
     });
 }
 
-/// Writes the retry copies of a due checkpoint's un-acked messages. A checkpoint whose
-/// topic or group is gone is done (nothing to deliver to).
-fn revive_checkpoint(ctx: &BrokerContext, due: &DueCheckpoint) -> Result<(), String> {
+/// Writes a one-message checkpoint (re-put, with back-off) for each message whose retry
+/// copy was not stored, so the round moves on and the message is tried again later; an
+/// error only when such a checkpoint is not stored either.
+fn re_put(
+    ctx: &BrokerContext,
+    qid: i32,
+    due: &DueCheckpoint,
+    failed: Vec<(i64, String)>,
+) -> Result<(), String> {
+    let now_ms = crate::persist::now_ms();
+    for (offset, why) in failed {
+        let ck = due.ck.re_put_for(offset, now_ms);
+        tracing::warn!(
+            topic = ck.topic,
+            group = ck.group,
+            offset,
+            re_put = ck.re_put_count(),
+            "retry copy not stored ({why}); checkpoint re-put"
+        );
+        revive_log::put_and_wait(ctx, revive_log::ck_put(ctx, qid, &ck)?)?;
+    }
+    Ok(())
+}
+
+/// Writes the retry copies of a due checkpoint's un-acked messages; the offsets whose copy
+/// was not stored, and why. A checkpoint whose topic or group is gone is done (nothing to
+/// deliver to).
+fn revive_checkpoint(
+    ctx: &BrokerContext,
+    due: &DueCheckpoint,
+) -> Result<Vec<(i64, String)>, String> {
     let ck = &due.ck;
+    let mut failed = Vec::new();
     let normal_topic = normal_topic_of(&ck.topic, &ck.group);
     if ctx.topics.select(&normal_topic).is_none() || ctx.groups.get(&ck.group).is_none() {
-        return Ok(());
+        return Ok(failed);
     }
     let retry_topic = if ck.topic.starts_with(pop::RETRY_TOPIC_PREFIX) {
         ck.topic.clone()
@@ -166,10 +196,13 @@ fn revive_checkpoint(ctx: &BrokerContext, due: &DueCheckpoint) -> Result<(), Str
             continue;
         };
         ensure_retry_topic(ctx, &retry_topic);
-        let put = revive_log::retry_put(ctx, &rec, &retry_topic, ck.pop_time_ms)?;
-        revive_log::put_and_wait(ctx, put)?;
+        let stored = revive_log::retry_put(ctx, &rec, &retry_topic, ck.pop_time_ms)
+            .and_then(|put| revive_log::put_and_wait(ctx, put));
+        if let Err(why) = stored {
+            failed.push((*offset, why));
+        }
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// The topic a checkpoint's messages were popped for (a retry topic's original).
