@@ -306,6 +306,10 @@ broker_config! {
     enable_retry_topic_v2: bool = "enableRetryTopicV2", false;
     /// `retrieveMessageFromPopRetryTopicV1`: with V2 names, pops still drain the V1 topics.
     retrieve_message_from_pop_retry_topic_v1: bool = "retrieveMessageFromPopRetryTopicV1", true;
+    /// `enablePopMessageThreshold`: pops skip queues with too many messages in flight.
+    enable_pop_message_threshold: bool = "enablePopMessageThreshold", false;
+    /// `popInflightMessageThreshold`: the in-flight count above which a queue is skipped.
+    pop_inflight_message_threshold: i64 = "popInflightMessageThreshold", 10_000;
     /// `enablePopBufferMerge`: hold POP checkpoints in memory so acks meet them there.
     enable_pop_buffer_merge: bool = "enablePopBufferMerge", false;
     /// `popCkStayBufferTime`: longest a held checkpoint stays unwritten.

@@ -65,11 +65,9 @@ pub(crate) fn dispatch_after_queue(
         C::ConsumerSendMsgBack => crate::retry::consumer_send_msg_back(ctx, request, rc),
         C::EndTransaction => crate::transaction::end_transaction(ctx, request, rc),
         C::PopMessage => crate::pop::processor::pop_message(ctx, request, rc),
-        C::AckMessage => crate::pop::processor::ack_message(ctx, request, rc),
-        C::ChangeMessageInvisibletime => {
-            crate::pop::processor::change_invisible_time(ctx, request, rc)
-        }
-        C::Notification => crate::pop::processor::notification(ctx, request, rc),
+        C::AckMessage => crate::pop::ack::ack_message(ctx, request, rc),
+        C::ChangeMessageInvisibletime => crate::pop::ack::change_invisible_time(ctx, request, rc),
+        C::Notification => crate::pop::notification::notification(ctx, request, rc),
         C::PeekMessage => crate::pop::peek::peek_message(ctx, &request),
         C::PollingInfo => crate::pop::peek::polling_info(ctx, &request),
         C::BatchAckMessage => crate::pop::batch_ack::batch_ack_message(ctx, request, rc),

@@ -359,3 +359,26 @@ fn with_retry_topic_v2_messages_come_back_through_the_v2_topic() {
         .is_none());
     assert_eq!(ack(&client, &t, &back[0]).code, 0);
 }
+
+#[test]
+fn pops_skip_a_queue_with_too_many_messages_in_flight() {
+    let c = Cluster::start("enablePopMessageThreshold=true\npopInflightMessageThreshold=2");
+    let t = target(&c, "PopInflight");
+    let client = RemotingClient::new(ClientConfig::default());
+    send(&c, &t.topic, &["i0", "i1", "i2", "i3", "i4"]);
+    wait_visible(&client, &t, "i4");
+    let long = PopOptions {
+        invisible_ms: 60_000,
+        ..PopOptions::default()
+    };
+    let (first, _) = pop_with(&client, &t, &long);
+    assert_eq!(bodies(&first), ["i0", "i1", "i2", "i3", "i4"]);
+    send(&c, &t.topic, &["i5"]);
+    wait_visible(&client, &t, "i5");
+    assert!(pop_with(&client, &t, &long).0.is_empty(), "5 in flight > 2");
+    for m in &first[..3] {
+        assert_eq!(ack(&client, &t, m).code, 0);
+    }
+    let (next, _) = pop_with(&client, &t, &long);
+    assert_eq!(bodies(&next), ["i5"], "2 in flight is not above 2");
+}

@@ -13,7 +13,8 @@ use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext};
 use ringmq_store::PutRequest;
 
-use super::processor::{ack_in_buffer, put_all_then_answer, Named};
+use super::ack::{ack_in_buffer, put_all_then_answer};
+use super::orderly::Named;
 use super::{orderly, revive_log};
 use crate::context::{error_response, BrokerContext};
 
@@ -100,6 +101,14 @@ fn entry_puts(
     if offsets.is_empty() {
         return Ok(None);
     }
+    let inflight = &ctx.pop.inflight;
+    inflight.remove(
+        &topic,
+        &entry.group,
+        entry.pop_time_ms,
+        entry.queue_id,
+        offsets.len(),
+    );
     let ack = AckMsg {
         ack_offset: -1,
         start_offset: entry.start_offset,

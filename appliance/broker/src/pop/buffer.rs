@@ -21,6 +21,20 @@ use std::sync::Mutex;
 use ringmq_remoting::pop::PopCheckPoint;
 use ringmq_sync::LockExt;
 
+use crate::context::BrokerContext;
+
+/// Moves a queue's consumer offset to what its line allows (never backwards).
+pub fn commit(ctx: &BrokerContext, line: Option<Commit>) {
+    let Some(Commit { queue, offset }) = line else {
+        return;
+    };
+    let (group, topic, queue_id) = (&queue.group, &queue.topic, queue.queue_id);
+    let committed = ctx.offsets.query_offset(group, topic, queue_id);
+    if committed.is_none_or(|c| c < offset) {
+        ctx.offsets.commit_offset(group, topic, queue_id, offset);
+    }
+}
+
 /// A held checkpoint is written at least this long before its revive time, on top of
 /// `popCkStayBufferTimeOut`, so the write lands before the revive scan looks for it.
 pub const WRITE_AHEAD_MS: i64 = 1_500;

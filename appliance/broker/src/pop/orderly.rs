@@ -15,8 +15,16 @@ use ringmq_remoting::header::pop::ChangeInvisibleTimeResponseHeader;
 use ringmq_remoting::pop::ExtraInfo;
 
 use super::order::AckOutcome;
-use super::processor::Named;
 use crate::context::BrokerContext;
+
+/// What an ack or a change of invisible time names.
+pub(crate) struct Named<'a> {
+    pub topic: &'a str,
+    pub group: &'a str,
+    pub queue_id: i32,
+    pub extra_info: &'a str,
+    pub offset: i64,
+}
 
 fn committed(ctx: &BrokerContext, n: &Named<'_>) -> i64 {
     ctx.offsets
@@ -65,6 +73,10 @@ pub(crate) fn ack(
                 .is_some_and(|i| i.blocks(None, invisible_ms, now_ms));
             (Some(outcome), !blocked)
         });
+    if let Some(AckOutcome::Commit(_)) = outcome {
+        let inflight = &ctx.pop.inflight;
+        inflight.remove(n.topic, n.group, pop_time_ms, n.queue_id, 1);
+    }
     match outcome {
         Some(AckOutcome::Commit(_)) if opened => {
             wake_queue(ctx, n.topic, n.queue_id);

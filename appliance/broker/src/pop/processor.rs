@@ -7,8 +7,8 @@
 //!   move past the messages, so a crash before that hands them out again (at least once);
 //! - while checkpoints are being stored, later pops of the same queue start after what was
 //!   handed out (`PopState`), never hand it out twice;
-//! - an ack and a change of invisible time are ack / checkpoint messages for the revive
-//!   queue named in the receipt handle; the revive service (`revive.rs`) does the rest.
+//! - acks and changes of invisible time are in `ack.rs`, NOTIFICATION in
+//!   `notification.rs`; the revive service (`revive.rs`) re-delivers what is not acked.
 //!
 //! An orderly pop (`order=true`, §f.7) writes no checkpoint: it hands out a batch per
 //! queue, commits the queue's offset to the batch start and keeps the batch in
@@ -26,23 +26,19 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use ringmq_remoting::body::topic::perm;
 use ringmq_remoting::codes::ResponseCode;
-use ringmq_remoting::header::pop::{
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    NotificationRequestHeader, NotificationResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader,
-};
+use ringmq_remoting::header::pop::{PopMessageRequestHeader, PopMessageResponseHeader};
 use ringmq_remoting::message::properties::{keys, MessageProperties};
 use ringmq_remoting::message::record::{self, Decoded};
-use ringmq_remoting::pop::{self, AckMsg, ExtraInfo, PopCheckPoint, RetryKind};
+use ringmq_remoting::pop::{self, ExtraInfo, PopCheckPoint, RetryKind};
 use ringmq_remoting::RemotingCommand;
 use ringmq_runtime::{Reply, RequestContext, Responder};
-use ringmq_store::{GetMessageResult, PutMessageStatus, PutRequest, PutResult};
+use ringmq_store::{GetMessageResult, PutMessageStatus, PutResult};
 use ringmq_sync::LockExt;
 
-use super::buffer::{AckTaken, Commit, HoldSettings, PopBuffer, QueueRef};
+use super::buffer::{commit, HoldSettings, PopBuffer, QueueRef};
 use super::filter::PopFilter;
+use super::inflight::InflightCounter;
 use super::order::{ConsumerOrderInfoManager, OrderInfo};
-use super::orderly;
 use super::polling::{self, Place, Watch};
 use super::revive_log;
 use crate::context::{error_response, header_error, BrokerContext};
@@ -56,7 +52,7 @@ const RETRY_FIRST_PERCENT: u32 = 20;
 /// at once (the client gave up on it).
 const POLL_LATE_LIMIT_MS: i64 = 500;
 /// The longest a pop waits for a message (its `pollTime` is capped to this).
-const MAX_POLL_MS: i64 = 120_000;
+pub(crate) const MAX_POLL_MS: i64 = 120_000;
 /// Bytes one pop reads from one queue at most.
 const MAX_POP_BYTES_PER_QUEUE: usize = 4 * 1024 * 1024;
 
@@ -74,6 +70,8 @@ pub struct PopState {
     pub order: ConsumerOrderInfoManager,
     /// Checkpoint pops' offset lines and held checkpoints.
     pub buffer: PopBuffer,
+    /// Messages in flight per queue of a group.
+    pub inflight: InflightCounter,
 }
 
 impl PopState {
@@ -107,7 +105,7 @@ impl PopState {
     }
 }
 
-fn lock_key(topic: &str, group: &str, queue_id: i32) -> String {
+pub(crate) fn lock_key(topic: &str, group: &str, queue_id: i32) -> String {
     format!("{topic}@{group}@{queue_id}")
 }
 
@@ -205,6 +203,19 @@ impl PopBatch<'_> {
         )
     }
 
+    /// `enablePopMessageThreshold`: whether the queue has more than
+    /// `popInflightMessageThreshold` messages handed out and not yet acked.
+    fn too_many_in_flight(&self, topic: &str, queue_id: i32) -> bool {
+        let config = &self.ctx.config;
+        config.enable_pop_message_threshold
+            && self
+                .ctx
+                .pop
+                .inflight
+                .get(topic, &self.h.consumer_group, queue_id)
+                > config.pop_inflight_message_threshold
+    }
+
     /// Reads what is wanted from `start`, counts the rest and watches the queue from the
     /// next offset; the read and that next offset.
     fn read_from(&mut self, topic: &str, queue_id: i32, start: i64) -> (GetMessageResult, i64) {
@@ -236,6 +247,11 @@ impl PopBatch<'_> {
         let group = self.h.consumer_group.clone();
         let key = lock_key(topic, &group, queue_id);
         let (start, _) = self.start_offset(topic, queue_id, &key);
+        if self.too_many_in_flight(topic, queue_id) {
+            let max_offset = self.ctx.store.max_offset_in_queue(topic, queue_id);
+            self.rest += (max_offset - start).max(0);
+            return;
+        }
         let (result, next) = self.read_from(topic, queue_id, start);
         let mut take = QueueTake {
             topic: topic.to_string(),
@@ -264,6 +280,8 @@ impl PopBatch<'_> {
             return;
         }
         self.ctx.pop.hand_out(&key, next);
+        let inflight = &self.ctx.pop.inflight;
+        inflight.add(topic, &group, queue_id, take.offsets.len());
         self.found += take.offsets.len();
         self.takes.push(take);
     }
@@ -295,6 +313,7 @@ impl PopBatch<'_> {
                 });
                 return;
             }
+            ctx.pop.inflight.clear(topic, &group, queue_id);
             let (result, next) = self.read_from(topic, queue_id, start);
             if result.message_queue_offsets.is_empty() {
                 if next > start {
@@ -330,6 +349,7 @@ impl PopBatch<'_> {
             );
             *slot = Some(info);
             ctx.offsets.commit_offset(&group, topic, queue_id, start);
+            ctx.pop.inflight.add(topic, &group, queue_id, offsets.len());
             self.found += offsets.len();
             self.takes.push(QueueTake {
                 topic: topic.to_string(),
@@ -773,18 +793,6 @@ pub(crate) fn hold_settings(config: &crate::config::BrokerConfig) -> HoldSetting
     }
 }
 
-/// Moves a queue's consumer offset to what its line allows (never backwards).
-pub(crate) fn commit(ctx: &BrokerContext, line: Option<Commit>) {
-    let Some(Commit { queue, offset }) = line else {
-        return;
-    };
-    let (group, topic, queue_id) = (&queue.group, &queue.topic, queue.queue_id);
-    let committed = ctx.offsets.query_offset(group, topic, queue_id);
-    if committed.is_none_or(|c| c < offset) {
-        ctx.offsets.commit_offset(group, topic, queue_id, offset);
-    }
-}
-
 /// Re-encodes a retry-topic record as the original topic's, with its receipt handle in
 /// `POP_CK` (upstream's default `popResponseReturnActualRetryTopic=false`).
 fn as_original_topic(bytes: &[u8], topic: &str, handle: &str, out: &mut BytesMut) {
@@ -802,336 +810,6 @@ fn as_original_topic(bytes: &[u8], topic: &str, handle: &str, out: &mut BytesMut
     let fields = rec.fields_as(topic, &prop_bytes);
     if record::encode_record(&fields, out).is_err() {
         out.extend_from_slice(bytes);
-    }
-}
-
-/// What an ack or a change of invisible time names.
-pub(crate) struct Named<'a> {
-    pub topic: &'a str,
-    pub group: &'a str,
-    pub queue_id: i32,
-    pub extra_info: &'a str,
-    pub offset: i64,
-}
-
-/// The receipt handle and the real topic `n` names, checked as upstream checks them; the
-/// code and remark to refuse with otherwise.
-fn resolve(
-    ctx: &BrokerContext,
-    n: &Named<'_>,
-) -> Result<(ExtraInfo, String), (ResponseCode, String)> {
-    let refuse = |code, remark: String| (code, remark);
-    let (topic, queue_id) = (n.topic, n.queue_id);
-    let Some(tc) = ctx.topics.select(topic) else {
-        let remark = format!("topic[{topic}] not exist, apply first please!");
-        return Err(refuse(ResponseCode::TopicNotExist, remark));
-    };
-    if queue_id < 0 || queue_id >= tc.read_queue_nums {
-        let remark = format!(
-            "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
-            tc.read_queue_nums
-        );
-        return Err(refuse(ResponseCode::MessageIllegal, remark));
-    }
-    let info =
-        ExtraInfo::parse(n.extra_info).map_err(|e| refuse(ResponseCode::InvalidParameter, e.0))?;
-    let real_topic = info.retry.real_topic(topic, n.group);
-    let min = ctx.store.min_offset_in_queue(&real_topic, queue_id);
-    let max = ctx.store.max_offset_in_queue(&real_topic, queue_id);
-    if n.offset < min || n.offset > max {
-        let remark = format!(
-            "offset is illegal, key:{real_topic}@{queue_id}, commit:{}, store:{min},{max}",
-            n.offset
-        );
-        return Err(refuse(ResponseCode::NoMessage, remark));
-    }
-    Ok((info, real_topic))
-}
-
-fn ack_of(info: &ExtraInfo, real_topic: &str, n: &Named<'_>) -> AckMsg {
-    AckMsg {
-        ack_offset: n.offset,
-        start_offset: info.ck_start_offset,
-        group: n.group.to_string(),
-        topic: real_topic.to_string(),
-        queue_id: n.queue_id,
-        pop_time_ms: info.pop_time_ms,
-        broker_name: Some(info.broker_name.clone()),
-        ack_offsets: Vec::new(),
-    }
-}
-
-/// Records `ack` in its held checkpoint, if the buffer holds it (committing the queue's
-/// offset when that was the checkpoint's last ack); false when the ack is to be written.
-pub(crate) fn ack_in_buffer(ctx: &BrokerContext, ack: &AckMsg) -> bool {
-    match ctx.pop.buffer.ack(&ack.merge_key(), &ack.acked_offsets()) {
-        AckTaken::NotHeld => false,
-        AckTaken::Held => true,
-        AckTaken::AllAcked(line) => {
-            commit(ctx, line);
-            true
-        }
-    }
-}
-
-/// Hands `puts` to the store in order and answers `response` when all are stored
-/// (SYSTEM_ERROR naming the first that was not).
-pub(crate) fn put_all_then_answer(
-    ctx: &Arc<BrokerContext>,
-    puts: Vec<PutRequest>,
-    response: RemotingCommand,
-    responder: Responder,
-) {
-    let mut puts = puts.into_iter();
-    let Some(put) = puts.next() else {
-        responder.respond(response);
-        return;
-    };
-    let ctx2 = ctx.clone();
-    ctx.store.put(
-        put,
-        Box::new(move |r: PutResult| {
-            if r.status == PutMessageStatus::PutOk {
-                put_all_then_answer(&ctx2, puts.collect(), response, responder);
-            } else {
-                let mut response = response;
-                response.code = ResponseCode::SystemError.code();
-                response.remark = Some(format!("not stored: {}", r.status.name()));
-                responder.respond(response);
-            }
-        }),
-    );
-}
-
-/// ACK_MESSAGE.
-pub fn ack_message(
-    ctx: &Arc<BrokerContext>,
-    request: RemotingCommand,
-    rc: &RequestContext,
-) -> Reply {
-    let h: AckMessageRequestHeader = match request.decode_header() {
-        Ok(h) => h,
-        Err(e) => return header_error(&request, e),
-    };
-    let named = Named {
-        topic: &h.topic,
-        group: &h.consumer_group,
-        queue_id: h.queue_id,
-        extra_info: &h.extra_info,
-        offset: h.offset,
-    };
-    let (info, real_topic) = match resolve(ctx, &named) {
-        Ok(t) => t,
-        Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
-    };
-    if info.is_order() {
-        let acked = orderly::ack(ctx, &named, info.pop_time_ms, info.invisible_time_ms);
-        return Reply::Now(
-            match acked {
-                Ok(()) => request.response_to(ResponseCode::Success.code(), None),
-                Err(remark) => error_response(&request, ResponseCode::MessageIllegal, remark),
-            }
-            .into(),
-        );
-    }
-    let ack = ack_of(&info, &real_topic, &named);
-    let response = request.response_to(ResponseCode::Success.code(), None);
-    if ack_in_buffer(ctx, &ack) {
-        return Reply::Now(response.into());
-    }
-    let put = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms);
-    put_then_answer(ctx, &request, put.map(|p| vec![p]), response, rc)
-}
-
-/// CHANGE_MESSAGE_INVISIBLETIME: a new one-message checkpoint from now, then an ack of
-/// the message under its old checkpoint. The answer carries the new handle's parts.
-pub fn change_invisible_time(
-    ctx: &Arc<BrokerContext>,
-    request: RemotingCommand,
-    rc: &RequestContext,
-) -> Reply {
-    let h: ChangeInvisibleTimeRequestHeader = match request.decode_header() {
-        Ok(h) => h,
-        Err(e) => return header_error(&request, e),
-    };
-    let named = Named {
-        topic: &h.topic,
-        group: &h.consumer_group,
-        queue_id: h.queue_id,
-        extra_info: &h.extra_info,
-        offset: h.offset,
-    };
-    let (info, real_topic) = match resolve(ctx, &named) {
-        Ok(t) => t,
-        Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),
-    };
-    if info.is_order() {
-        let header = orderly::change_invisible_time(ctx, &named, &info, h.invisible_time);
-        let mut response = request.response_to(ResponseCode::Success.code(), None);
-        response.set_header(&header);
-        return Reply::Now(response.into());
-    }
-    let now_ms = crate::persist::now_ms();
-    let ck = PopCheckPoint {
-        start_offset: h.offset,
-        pop_time_ms: now_ms,
-        invisible_time_ms: h.invisible_time,
-        num: 1,
-        queue_id: h.queue_id,
-        topic: real_topic.clone(),
-        group: h.consumer_group.clone(),
-        queue_offset_diff: vec![0],
-        broker_name: Some(info.broker_name.clone()),
-        ..Default::default()
-    };
-    let ack = ack_of(&info, &real_topic, &named);
-    let puts = revive_log::ck_put(ctx, info.revive_qid, &ck).and_then(|ck| {
-        let ack = revive_log::ack_put(ctx, info.revive_qid, &ack, info.invisible_time_ms)?;
-        Ok(vec![ck, ack])
-    });
-    let mut response = request.response_to(ResponseCode::Success.code(), None);
-    response.set_header(&ChangeInvisibleTimeResponseHeader {
-        pop_time: now_ms,
-        invisible_time: h.invisible_time,
-        revive_qid: info.revive_qid,
-    });
-    put_then_answer(ctx, &request, puts, response, rc)
-}
-
-/// Stores `puts` in order, then answers `response`; a put that cannot be built is refused
-/// at once with SYSTEM_ERROR.
-fn put_then_answer(
-    ctx: &Arc<BrokerContext>,
-    request: &RemotingCommand,
-    puts: Result<Vec<PutRequest>, String>,
-    response: RemotingCommand,
-    rc: &RequestContext,
-) -> Reply {
-    match puts {
-        Ok(puts) => {
-            put_all_then_answer(ctx, puts, response, rc.responder());
-            Reply::Later
-        }
-        Err(e) => Reply::Now(error_response(request, ResponseCode::SystemError, e).into()),
-    }
-}
-
-/// NOTIFICATION (the gRPC proxy's "is there anything to pop?"): answers `hasMsg` at once
-/// when a queue of the topic or the group's retry queue holds a message past the group's
-/// offset, else waits up to `pollTime` for one.
-pub fn notification(
-    ctx: &Arc<BrokerContext>,
-    request: RemotingCommand,
-    rc: &RequestContext,
-) -> Reply {
-    let h: NotificationRequestHeader = match request.decode_header() {
-        Ok(h) => h,
-        Err(e) => return header_error(&request, e),
-    };
-    let refuse = |code, remark: String| Reply::Now(error_response(&request, code, remark).into());
-    let Some(tc) = ctx.topics.select(&h.topic) else {
-        return refuse(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", h.topic),
-        );
-    };
-    if h.queue_id >= tc.read_queue_nums {
-        return refuse(
-            ResponseCode::InvalidParameter,
-            format!("queueId[{}] is illegal", h.queue_id),
-        );
-    }
-    if ctx.groups.find(&h.consumer_group).is_none() {
-        let remark = format!("subscription group [{}] does not exist", h.consumer_group);
-        return refuse(ResponseCode::SubscriptionGroupNotExist, remark);
-    }
-    let deadline_ms = crate::persist::now_ms() + h.poll_time.clamp(0, MAX_POLL_MS);
-    let notice = Notice {
-        request,
-        h,
-        responder: rc.responder(),
-        core: rc.core_index(),
-        deadline_ms,
-    };
-    notice.run(ctx);
-    Reply::Later
-}
-
-/// A NOTIFICATION being served.
-struct Notice {
-    request: RemotingCommand,
-    h: NotificationRequestHeader,
-    responder: Responder,
-    core: usize,
-    deadline_ms: i64,
-}
-
-impl Notice {
-    /// The queues a pop of this group would read, from the group's offsets (read-only:
-    /// nothing is committed for a queue never popped).
-    fn watches(&self, ctx: &BrokerContext) -> Vec<Watch> {
-        let (group, topic) = (&self.h.consumer_group, &self.h.topic);
-        let mut queues: Vec<(String, i32)> = match self.h.queue_id {
-            q if q >= 0 => vec![(topic.clone(), q)],
-            _ => {
-                let n = ctx.topics.select(topic).map_or(0, |tc| tc.read_queue_nums);
-                (0..n).map(|q| (topic.clone(), q)).collect()
-            }
-        };
-        for v2 in [false, true] {
-            let retry = pop::retry_topic(topic, group, v2);
-            if ctx.topics.select(&retry).is_some() {
-                queues.push((retry, 0));
-            }
-        }
-        queues
-            .into_iter()
-            .map(|(topic, queue_id)| {
-                let committed = ctx.offsets.query_offset(group, &topic, queue_id);
-                let offset = committed
-                    .unwrap_or_else(|| ctx.store.min_offset_in_queue(&topic, queue_id))
-                    .max(
-                        ctx.pop
-                            .handed_out(&lock_key(&topic, group, queue_id))
-                            .unwrap_or(i64::MIN),
-                    );
-                Watch {
-                    topic,
-                    queue_id,
-                    offset,
-                }
-            })
-            .collect()
-    }
-
-    fn run(self, ctx: &Arc<BrokerContext>) {
-        let watches = self.watches(ctx);
-        let has_msg = watches
-            .iter()
-            .any(|w| ctx.store.max_offset_in_queue(&w.topic, w.queue_id) > w.offset);
-        if has_msg || crate::persist::now_ms() >= self.deadline_ms || watches.is_empty() {
-            return self.answer(has_msg, false);
-        }
-        let key = polling::polling_key(&self.h.topic, &self.h.consumer_group, self.h.queue_id);
-        if !polling::reserve(ctx, &key) {
-            return self.answer(false, true);
-        }
-        let place = Place {
-            key,
-            deadline_ms: self.deadline_ms,
-        };
-        let (core, ctx2) = (self.core, ctx.clone());
-        let fire: polling::Fire = Box::new(move || self.run(&ctx2));
-        polling::park(ctx, core, &watches, Arc::new(PopFilter::all()), place, fire);
-    }
-
-    fn answer(self, has_msg: bool, polling_full: bool) {
-        let mut response = self.request.response_to(ResponseCode::Success.code(), None);
-        response.set_header(&NotificationResponseHeader {
-            has_msg,
-            polling_full,
-        });
-        self.responder.respond(response);
     }
 }
 

@@ -198,8 +198,12 @@ fn revive_checkpoint(
         ensure_retry_topic(ctx, &retry_topic);
         let stored = revive_log::retry_put(ctx, &rec, &retry_topic, ck.pop_time_ms)
             .and_then(|put| revive_log::put_and_wait(ctx, put));
-        if let Err(why) = stored {
-            failed.push((*offset, why));
+        match stored {
+            Ok(()) => {
+                let inflight = &ctx.pop.inflight;
+                inflight.remove(&ck.topic, &ck.group, ck.pop_time_ms, ck.queue_id, 1);
+            }
+            Err(why) => failed.push((*offset, why)),
         }
     }
     Ok(failed)

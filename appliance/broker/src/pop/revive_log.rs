@@ -191,7 +191,7 @@ pub fn write_held(ctx: &Arc<BrokerContext>, held: Held) {
                         .pop
                         .buffer
                         .written(&held, stored, crate::persist::now_ms());
-                    super::processor::commit(&ctx2, line);
+                    super::buffer::commit(&ctx2, line);
                 }),
             );
         }
