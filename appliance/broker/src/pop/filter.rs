@@ -1,6 +1,7 @@
 //! What a pop selects (features.md §f.4): a TAG expression (the ConsumeQueue's tagsCode
 //! first, then the record's own tag, since no client re-checks what a pop hands out), or
-//! a SQL92 predicate over the message properties (`enablePropertyFilter`). Messages of
+//! a SQL92 predicate over the message properties (compiled whatever
+//! `enablePropertyFilter` says, as upstream's POP does). Messages of
 //! POP retry topics pass a SQL92 pop unchecked, as upstream's `filterSupportRetry=false`.
 
 use std::sync::Arc;

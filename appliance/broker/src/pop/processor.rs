@@ -456,10 +456,6 @@ fn check_pop(
             return Err((R::SubscriptionParseFailed, format!("unknown expType {t:?}")));
         }
     };
-    if sql && !ctx.live.enable_property_filter() {
-        let remark = "The broker does not support consumer to filter message by SQL92";
-        return Err((R::SystemError, remark.into()));
-    }
     check_queue_readable(ctx, &h.topic, h.queue_id, &h.consumer_group)?;
     let exp = h.exp.as_deref().unwrap_or("*");
     if !sql {
