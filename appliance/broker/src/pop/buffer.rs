@@ -12,8 +12,9 @@
 //!   stayed `popCkStayBufferTime` or come within `popCkStayBufferTimeOut` of their revive
 //!   time ([`PopBuffer::take_due`], run by the revive thread).
 //!
-//! A restart forgets held checkpoints; their messages were never committed past, so they
-//! are popped again (at least once, as upstream).
+//! A shutdown writes every held checkpoint first (`revive.rs`); after a crash they are
+//! lost, but their messages were never committed past, so they are popped again (at least
+//! once, as upstream).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;

@@ -17,6 +17,7 @@ use ringmq_remoting::message::record::{self, Decoded};
 use ringmq_remoting::pop::{self, REVIVE_GROUP};
 use ringmq_store::AcceptAll;
 
+use super::buffer::commit;
 use super::processor::{ensure_retry_topic, REVIVE_QUEUE_NUM};
 use super::revive_log;
 use super::revive_scan::{DueCheckpoint, ReviveMessage, ReviveScan};
@@ -49,6 +50,7 @@ pub fn start(ctx: Arc<BrokerContext>) -> (Arc<AtomicBool>, JoinHandle<()>) {
                 }
                 wait_writing_held(&ctx, &stop2, ROUND_INTERVAL);
             }
+            write_all_held(&ctx);
         })
         .expect("spawn the POP revive thread");
     (stop, handle)
@@ -65,6 +67,30 @@ fn wait_writing_held(ctx: &Arc<BrokerContext>, stop: &AtomicBool, total: Duratio
         }
         std::thread::sleep(HELD_LOOK_INTERVAL);
         slept += HELD_LOOK_INTERVAL;
+    }
+}
+
+/// At shutdown (the servers are closed, no ack comes any more): writes every held
+/// checkpoint with its acks and commits what that allows, so a planned restart re-delivers
+/// only what was not acked, and only after its invisible time.
+fn write_all_held(ctx: &Arc<BrokerContext>) {
+    let held = ctx.pop.buffer.take_due(i64::MAX, usize::MAX);
+    let (total, mut written) = (held.len(), 0usize);
+    for h in held {
+        let stored = revive_log::ck_put(ctx, h.revive_qid, &h.ck)
+            .and_then(|put| revive_log::put_and_wait(ctx, put));
+        if let Err(e) = &stored {
+            tracing::warn!("held POP checkpoint not written at shutdown: {e}");
+        }
+        written += usize::from(stored.is_ok());
+        let line = ctx
+            .pop
+            .buffer
+            .written(&h, stored.is_ok(), crate::persist::now_ms());
+        commit(ctx, line);
+    }
+    if total > 0 {
+        tracing::info!(written, total, "held POP checkpoints written at shutdown");
     }
 }
 
