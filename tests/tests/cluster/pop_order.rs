@@ -52,6 +52,24 @@ fn ordered(invisible_ms: i64, poll_ms: i64) -> PopOptions {
     }
 }
 
+/// An orderly NOTIFICATION that does not wait: whether a pop would find something.
+fn orderly_has_msg(client: &RemotingClient, t: &PopTarget) -> bool {
+    let mut r = RemotingCommand::request(RequestCode::Notification.code(), 0);
+    for (k, v) in [
+        ("consumerGroup", t.group.clone()),
+        ("topic", t.topic.clone()),
+        ("queueId", "-1".to_string()),
+        ("pollTime", "0".to_string()),
+        ("bornTime", ringmq_broker::persist::now_ms().to_string()),
+        ("order", "true".to_string()),
+    ] {
+        r.ext_fields.insert(k, v);
+    }
+    let answer = call(client, &t.broker_addr, r);
+    assert_eq!(answer.code, 0, "{:?}", answer.remark);
+    answer.ext_fields.get("hasMsg") == Some("true")
+}
+
 fn ack(client: &RemotingClient, t: &PopTarget, m: &Popped) -> RemotingCommand {
     handle_call(client, t, RequestCode::AckMessage, m, None)
 }
@@ -72,8 +90,10 @@ fn orderly_pops_hold_their_queue_until_acked_or_visible_again() {
         counts.contains("0 qo0%0 0") && counts.ends_with(";0 0 0"),
         "{counts}"
     );
-    // The queue is held: another pop gets nothing while the batch is invisible.
+    // The queue is held: another pop gets nothing while the batch is invisible, and an
+    // orderly NOTIFICATION says so.
     assert!(pop_with(&client, &t, &ordered(2_000, 0)).0.is_empty());
+    assert!(!orderly_has_msg(&client, &t));
     for m in &first[..2] {
         assert_eq!(ack(&client, &t, m).code, 0);
     }
@@ -97,10 +117,12 @@ fn orderly_pops_hold_their_queue_until_acked_or_visible_again() {
     for m in &again {
         assert_eq!(ack(&client, &t, m).code, 0);
     }
+    assert!(!orderly_has_msg(&client, &t), "all acked, nothing new");
 
     // An ack that opens the queue wakes the pop waiting on it.
     send(&c, &t.topic, &["m5", "m6"]);
     wait_visible(&client, &t, "m6");
+    assert!(orderly_has_msg(&client, &t));
     let (m5, _) = pop_with(
         &client,
         &t,

@@ -1,7 +1,8 @@
 //! NOTIFICATION (200054), the gRPC proxy's "is there anything to pop?": answered at once
 //! when a queue of the topic or one of the group's POP retry queues holds a message past
 //! what the group was handed, else after waiting (as a pop waits, `polling.rs`) up to its
-//! `pollTime`.
+//! `pollTime`. For an orderly group a queue whose batch is still invisible has nothing to
+//! offer, and retry topics are not looked at.
 
 use std::sync::Arc;
 
@@ -78,7 +79,8 @@ impl Notice {
                 (0..n).map(|q| (topic.clone(), q)).collect()
             }
         };
-        for v2 in [false, true] {
+        // Orderly pops never read retry topics.
+        for v2 in [false, true].into_iter().filter(|_| !self.h.order) {
             let retry = pop::retry_topic(topic, group, v2);
             if ctx.topics.select(&retry).is_some() {
                 queues.push((retry, 0));
@@ -87,6 +89,16 @@ impl Notice {
         queues
             .into_iter()
             .map(|(topic, queue_id)| {
+                if self.h.order && self.blocked(ctx, &topic, queue_id) {
+                    // Nothing there is news until the batch is acked (which wakes this)
+                    // or more arrives.
+                    let offset = ctx.store.max_offset_in_queue(&topic, queue_id);
+                    return Watch {
+                        topic,
+                        queue_id,
+                        offset,
+                    };
+                }
                 let committed = ctx.offsets.query_offset(group, &topic, queue_id);
                 let offset = committed
                     .unwrap_or_else(|| ctx.store.min_offset_in_queue(&topic, queue_id))
@@ -102,6 +114,17 @@ impl Notice {
                 }
             })
             .collect()
+    }
+
+    /// Whether an orderly queue holds a batch that is still invisible (as upstream, the
+    /// batch's own invisible time counts: the notification carries none).
+    fn blocked(&self, ctx: &BrokerContext, topic: &str, queue_id: i32) -> bool {
+        let (group, attempt) = (&self.h.consumer_group, self.h.attempt_id.as_deref());
+        let now_ms = crate::persist::now_ms();
+        ctx.pop.order.with_queue(topic, group, queue_id, |slot| {
+            slot.as_ref()
+                .is_some_and(|info| info.blocks(attempt, 0, now_ms))
+        })
     }
 
     fn run(self, ctx: &Arc<BrokerContext>) {
