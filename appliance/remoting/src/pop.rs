@@ -297,8 +297,8 @@ impl PopCheckPoint {
     /// Queue offset of message `index`.
     pub fn ack_offset_by_index(&self, index: usize) -> i64 {
         match self.queue_offset_diff.get(index) {
-            Some(diff) => self.start_offset + i64::from(*diff),
-            None => self.start_offset + index as i64,
+            Some(diff) => self.start_offset.saturating_add(i64::from(*diff)),
+            None => self.start_offset.saturating_add(index as i64),
         }
     }
 
@@ -338,7 +338,7 @@ impl PopCheckPoint {
         let count = self.re_put_count();
         let mut invisible_time_ms = self.invisible_time_ms;
         if self.revive_time_ms() <= now_ms {
-            invisible_time_ms += re_put_backoff_ms(count);
+            invisible_time_ms = invisible_time_ms.saturating_add(re_put_backoff_ms(count));
         }
         PopCheckPoint {
             start_offset: offset,
@@ -571,7 +571,9 @@ pub struct BatchAckBody {
 impl BatchAck {
     /// The acked queue offsets.
     pub fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
-        self.bits.iter().map(|&i| self.start_offset + i as i64)
+        self.bits
+            .iter()
+            .map(|&i| self.start_offset.saturating_add(i as i64))
     }
 
     fn decode(v: &Value, path: &str) -> Result<Self, BodyError> {
@@ -772,6 +774,14 @@ mod tests {
         );
         assert_eq!(a.offsets().collect::<Vec<_>>(), vec![100, 102, 109]);
         assert_eq!(parsed.encode().as_bytes(), &body[..]);
+        let edge = br#"{"acks":[{"b":"Aw==","so":9223372036854775807}]}"#;
+        let parsed = BatchAckBody::decode(edge).unwrap();
+        let at_the_edge: Vec<i64> = parsed.acks[0].offsets().collect();
+        assert_eq!(
+            at_the_edge,
+            vec![i64::MAX, i64::MAX],
+            "saturates, never overflows"
+        );
         let long = br#"{"acks":[{"bitSet":[1],"consumerGroup":"G","startOffset":7,"topic":"T"}]}"#;
         let parsed = BatchAckBody::decode(long).unwrap();
         assert_eq!(parsed.acks[0].offsets().collect::<Vec<_>>(), vec![7]);

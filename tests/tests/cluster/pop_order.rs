@@ -447,3 +447,62 @@ fn a_shutdown_writes_held_checkpoints_with_their_acks() {
     assert_eq!(bodies(&back), ["d0", "d2"]);
     assert!(back.iter().all(|m| m.reconsume_times == 1), "{back:?}");
 }
+
+#[test]
+fn hostile_pop_requests_get_clear_codes_and_the_broker_keeps_serving() {
+    let c = Cluster::start("");
+    let t = target(&c, "PopHostile");
+    let client = RemotingClient::new(ClientConfig::default());
+    send(&c, &t.topic, &["h0"]);
+    wait_visible(&client, &t, "h0");
+    let options = PopOptions {
+        invisible_ms: 60_000,
+        ..PopOptions::default()
+    };
+    let mut r = pop_request_with(&t.group, &t.topic, &options);
+    r.ext_fields.insert("bornTime", i64::MIN.to_string());
+    assert_eq!(
+        call(&client, &t.broker_addr, r).code,
+        ResponseCode::PollingTimeout.code()
+    );
+    let mut r = pop_request_with(&t.group, &t.topic, &options);
+    r.ext_fields.insert("invisibleTime", "-1".to_string());
+    assert_eq!(
+        call(&client, &t.broker_addr, r).code,
+        ResponseCode::InvalidParameter.code()
+    );
+    let mut r = pop_request_with(&t.group, &t.topic, &options);
+    r.ext_fields.insert("invisibleTime", i64::MAX.to_string());
+    r.ext_fields.insert("order", "true".to_string());
+    let (popped, _) = {
+        let answer = call(&client, &t.broker_addr, r);
+        assert_eq!(answer.code, 0, "{:?}", answer.remark);
+        (answer.body.len(), ())
+    };
+    assert!(popped > 0);
+    // The orderly batch is invisible "forever": a pop finds the queue held, no overflow.
+    assert!(pop_with(&client, &t, &ordered(1_000, 0)).0.is_empty());
+    let edge = format!(
+        "{{\"acks\":[{{\"b\":\"/w==\",\"c\":\"{}\",\"q\":0,\"rq\":999,\"so\":{},\"t\":\"{}\"}}]}}",
+        t.group,
+        i64::MAX,
+        t.topic
+    );
+    assert_eq!(
+        batch_ack(&client, &t, edge.into_bytes()).code,
+        0,
+        "nothing in range"
+    );
+    let m = Popped {
+        body: String::new(),
+        queue_offset: 0,
+        reconsume_times: 0,
+        handle: format!("0 {} 1000 999 0 {} 0 0", i64::MIN, t.broker_name),
+    };
+    let code = RequestCode::ChangeMessageInvisibletime;
+    let changed = handle_call(&client, &t, code, &m, Some(-5));
+    assert_eq!(changed.code, ResponseCode::InvalidParameter.code());
+    let changed = handle_call(&client, &t, code, &m, Some(i64::MAX));
+    assert_eq!(changed.code, 0, "{:?}", changed.remark);
+    assert_eq!(peek(&client, &t).code, 0, "still serving");
+}

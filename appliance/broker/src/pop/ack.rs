@@ -176,6 +176,11 @@ pub fn change_invisible_time(
         extra_info: &h.extra_info,
         offset: h.offset,
     };
+    if h.invisible_time < 0 {
+        let remark = format!("invisibleTime {} is negative", h.invisible_time);
+        let refused = error_response(&request, ResponseCode::InvalidParameter, remark);
+        return Reply::Now(refused.into());
+    }
     let (info, real_topic) = match resolve(ctx, &named) {
         Ok(t) => t,
         Err((code, remark)) => return Reply::Now(error_response(&request, code, remark).into()),

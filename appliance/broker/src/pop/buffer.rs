@@ -168,7 +168,8 @@ impl PopBuffer {
         let line_len = inner.lines.get(lock_key).map_or(0, |l| l.places.len());
         let held = hold.filter(|(ck, _)| {
             settings.enabled
-                && ck.revive_time_ms() - now_ms > settings.stay_timeout_ms + WRITE_AHEAD_MS
+                && ck.revive_time_ms().saturating_sub(now_ms)
+                    > settings.stay_timeout_ms.saturating_add(WRITE_AHEAD_MS)
                 && inner.held.len() < settings.max_held
                 && line_len < settings.max_line
         });
@@ -187,8 +188,10 @@ impl PopBuffer {
         let Some((ck, revive_qid)) = held else {
             return (id, false);
         };
-        let due_ms = (now_ms + settings.stay_ms)
-            .min(ck.revive_time_ms() - settings.stay_timeout_ms - WRITE_AHEAD_MS);
+        let ahead_ms = settings.stay_timeout_ms.saturating_add(WRITE_AHEAD_MS);
+        let due_ms = now_ms
+            .saturating_add(settings.stay_ms)
+            .min(ck.revive_time_ms().saturating_sub(ahead_ms));
         let key = ck.merge_key();
         inner.due.insert((due_ms, id), key.clone());
         let held = Held {

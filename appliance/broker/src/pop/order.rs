@@ -85,7 +85,8 @@ impl OrderInfo {
             .get(&offset)
             .copied()
             .unwrap_or_else(|| {
-                self.pop_time_ms + self.invisible_time_ms.unwrap_or(default_invisible_ms)
+                let invisible_ms = self.invisible_time_ms.unwrap_or(default_invisible_ms);
+                self.pop_time_ms.saturating_add(invisible_ms)
             })
     }
 

@@ -125,7 +125,7 @@ pub(crate) fn change_invisible_time(
                     "orderly invisible time change for a batch no longer kept"
                 );
             }
-            header.invisible_time = next_visible_ms - info.pop_time_ms;
+            header.invisible_time = next_visible_ms.saturating_sub(info.pop_time_ms);
         });
     // The queue may open sooner (or later) than the waiting pops think: they look again.
     wake_queue(ctx, n.topic, n.queue_id);

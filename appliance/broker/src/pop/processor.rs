@@ -426,12 +426,18 @@ fn check_pop(
     h: &PopMessageRequestHeader,
 ) -> Result<PopFilter, (ResponseCode, String)> {
     use ResponseCode as R;
-    let late_ms = crate::persist::now_ms() - h.born_time - h.poll_time;
+    let late_ms = crate::persist::now_ms()
+        .saturating_sub(h.born_time)
+        .saturating_sub(h.poll_time);
     if late_ms > POLL_LATE_LIMIT_MS {
         return Err((
             R::PollingTimeout,
             format!("the pop arrived {late_ms} ms after its poll time ended"),
         ));
+    }
+    if h.invisible_time < 0 {
+        let remark = format!("invisibleTime {} is negative", h.invisible_time);
+        return Err((R::InvalidParameter, remark));
     }
     if h.max_msg_nums <= 0 || h.max_msg_nums > pop::MAX_CK_MESSAGES as i32 {
         return Err((
