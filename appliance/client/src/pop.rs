@@ -232,17 +232,12 @@ impl PopConsumer {
             };
             match body.acks.iter_mut().find(|a| same(a)) {
                 Some(entry) => entry.bits.push(bit),
-                None => body.acks.push(BatchAck {
-                    group: self.inner.config.group.clone(),
-                    topic: topic.to_string(),
-                    retry: info.retry,
-                    start_offset: info.ck_start_offset,
-                    queue_id: info.queue_id,
-                    revive_qid: info.revive_qid,
-                    pop_time_ms: info.pop_time_ms,
-                    invisible_time_ms: info.invisible_time_ms,
-                    bits: vec![bit],
-                }),
+                None => body.acks.push(BatchAck::for_handle(
+                    &self.inner.config.group,
+                    topic,
+                    &info,
+                    vec![bit],
+                )),
             }
         }
         let mut request = RemotingCommand::request(RequestCode::BatchAckMessage.code(), 0);

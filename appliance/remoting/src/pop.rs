@@ -29,6 +29,11 @@ pub const BATCH_ACK_TAG: &str = "bAck";
 /// Most messages one checkpoint covers (its bitmap is an int).
 pub const MAX_CK_MESSAGES: usize = 32;
 
+/// `topic@group@queueId`: upstream's POP lock key and polling key (queue -1 = any queue).
+pub fn queue_key(topic: &str, group: &str, queue_id: i32) -> String {
+    format!("{topic}@{group}@{queue_id}")
+}
+
 /// `rmq_sys_REVIVE_LOG_<brokerClusterName>`.
 pub fn revive_topic(cluster: &str) -> String {
     format!("rmq_sys_REVIVE_LOG_{cluster}")
@@ -569,6 +574,22 @@ pub struct BatchAckBody {
 }
 
 impl BatchAck {
+    /// The entry for the pop a receipt handle names (of `topic` as the consumer knows it),
+    /// acking the messages at `bits`.
+    pub fn for_handle(group: &str, topic: &str, handle: &ExtraInfo, bits: Vec<usize>) -> Self {
+        Self {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            retry: handle.retry,
+            start_offset: handle.ck_start_offset,
+            queue_id: handle.queue_id,
+            revive_qid: handle.revive_qid,
+            pop_time_ms: handle.pop_time_ms,
+            invisible_time_ms: handle.invisible_time_ms,
+            bits,
+        }
+    }
+
     /// The acked queue offsets.
     pub fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
         self.bits

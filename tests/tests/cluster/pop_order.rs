@@ -278,17 +278,7 @@ fn peek_polling_info_and_batch_ack() {
         .collect();
     let body = BatchAckBody {
         broker_name: Some(info.broker_name.clone()),
-        acks: vec![BatchAck {
-            group: t.group.clone(),
-            topic: t.topic.clone(),
-            retry: info.retry,
-            start_offset: info.ck_start_offset,
-            queue_id: info.queue_id,
-            revive_qid: info.revive_qid,
-            pop_time_ms: info.pop_time_ms,
-            invisible_time_ms: info.invisible_time_ms,
-            bits,
-        }],
+        acks: vec![BatchAck::for_handle(&t.group, &t.topic, &info, bits)],
     };
     let answer = batch_ack(&client, &t, body.encode().into_bytes());
     assert_eq!(answer.code, 0, "{:?}", answer.remark);

@@ -14,7 +14,7 @@ use ringmq_runtime::{Reply, RequestContext, Responder};
 
 use super::filter::PopFilter;
 use super::polling::{self, Place, Watch};
-use super::processor::{lock_key, MAX_POLL_MS};
+use super::processor::{next_pop_offset, MAX_POLL_MS};
 use crate::context::{error_response, header_error, BrokerContext};
 
 /// NOTIFICATION (the gRPC proxy's "is there anything to pop?"): answers `hasMsg` at once
@@ -99,14 +99,7 @@ impl Notice {
                         offset,
                     };
                 }
-                let committed = ctx.offsets.query_offset(group, &topic, queue_id);
-                let offset = committed
-                    .unwrap_or_else(|| ctx.store.min_offset_in_queue(&topic, queue_id))
-                    .max(
-                        ctx.pop
-                            .handed_out(&lock_key(&topic, group, queue_id))
-                            .unwrap_or(i64::MIN),
-                    );
+                let offset = next_pop_offset(ctx, group, &topic, queue_id);
                 Watch {
                     topic,
                     queue_id,
@@ -135,7 +128,7 @@ impl Notice {
         if has_msg || crate::persist::now_ms() >= self.deadline_ms || watches.is_empty() {
             return self.answer(has_msg, false);
         }
-        let key = polling::polling_key(&self.h.topic, &self.h.consumer_group, self.h.queue_id);
+        let key = pop::queue_key(&self.h.topic, &self.h.consumer_group, self.h.queue_id);
         if !polling::reserve(ctx, &key) {
             return self.answer(false, true);
         }

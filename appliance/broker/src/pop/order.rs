@@ -269,6 +269,8 @@ type QueueKey = (String, i32);
 #[derive(Debug, Default)]
 pub struct ConsumerOrderInfoManager {
     path: OnceLock<PathBuf>,
+    /// The body last written (or read): an unchanged table is not written again.
+    written: Mutex<String>,
     shards: [Mutex<HashMap<QueueKey, OrderInfo>>; SHARDS],
     hasher: std::collections::hash_map::RandomState,
 }
@@ -283,6 +285,7 @@ impl ConsumerOrderInfoManager {
             json::parse_str(text).map_err(|e| e.to_string())
         });
         let _ = self.path.set(path.clone());
+        *self.written.lock_unpoisoned() = self.encode();
         let value = match read {
             Ok(Some(v)) => v,
             Ok(None) => return,
@@ -305,6 +308,7 @@ impl ConsumerOrderInfoManager {
                 }
             }
         }
+        *self.written.lock_unpoisoned() = self.encode();
         tracing::info!(queues = loaded, "orderly POP state loaded");
     }
 
@@ -369,12 +373,21 @@ impl ConsumerOrderInfoManager {
             .to_fastjson()
     }
 
-    /// Writes the file (when [`Self::load`] named one).
+    /// Writes the file (when [`Self::load`] named one) if the table changed since it was
+    /// last written or read: the housekeeping calls this every few seconds, and most
+    /// brokers never pop in order.
     pub fn persist(&self) -> std::io::Result<()> {
-        match self.path.get() {
-            Some(path) => persist::write_config_file(path, &self.encode()),
-            None => Ok(()),
+        let Some(path) = self.path.get() else {
+            return Ok(());
+        };
+        let body = self.encode();
+        let mut written = self.written.lock_unpoisoned();
+        if *written == body {
+            return Ok(());
         }
+        persist::write_config_file(path, &body)?;
+        *written = body;
+        Ok(())
     }
 }
 

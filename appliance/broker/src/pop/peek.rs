@@ -20,7 +20,7 @@ use ringmq_runtime::Reply;
 use ringmq_store::GetMessageStatus;
 
 use super::polling;
-use super::processor::{check_queue_readable, pop_retry_topic};
+use super::processor::{check_queue_readable, next_pop_offset, pop_retry_topic};
 use crate::context::{error_response, header_error, BrokerContext};
 use crate::filter::tag::TagMessageFilter;
 
@@ -38,17 +38,8 @@ struct Peek<'a> {
 }
 
 impl Peek<'_> {
-    /// Where a pop of the group would start reading the queue (nothing is committed).
-    fn offset(&self, topic: &str, queue_id: i32) -> i64 {
-        let ctx = self.ctx;
-        let committed = ctx.offsets.query_offset(self.group, topic, queue_id);
-        let start = committed.unwrap_or_else(|| ctx.store.min_offset_in_queue(topic, queue_id));
-        let key = format!("{topic}@{}@{queue_id}", self.group);
-        start.max(ctx.pop.handed_out(&key).unwrap_or(i64::MIN))
-    }
-
     fn read_queue(&mut self, topic: &str, queue_id: i32) {
-        let offset = self.offset(topic, queue_id);
+        let offset = next_pop_offset(self.ctx, self.group, topic, queue_id);
         let max_offset = self.ctx.store.max_offset_in_queue(topic, queue_id);
         self.rest += (max_offset - offset).max(0);
         if self.found >= self.max {
@@ -152,7 +143,7 @@ pub fn polling_info(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> Repl
     {
         return Reply::Now(error_response(request, code, remark).into());
     }
-    let key = polling::polling_key(&h.topic, &h.consumer_group, h.queue_id);
+    let key = pop::queue_key(&h.topic, &h.consumer_group, h.queue_id);
     let waiting = polling::waiting_under(ctx, &key);
     let mut response = request.response_to(ResponseCode::Success.code(), None);
     response.set_header(&PollingInfoResponseHeader {

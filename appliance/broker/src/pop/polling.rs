@@ -36,12 +36,6 @@ pub type Fire = Box<dyn FnOnce() + Send>;
 /// Pops waiting at once under one polling key (`popPollingSize`).
 pub const POP_POLLING_SIZE: usize = 1_024;
 
-/// The polling key of a pop: `topic@group@queueId` (queue -1 = any queue), what
-/// POLLING_INFO counts by.
-pub fn polling_key(topic: &str, group: &str, queue_id: i32) -> String {
-    format!("{topic}@{group}@{queue_id}")
-}
-
 /// Takes one of the [`MAX_POP_POLLING`] waiting places of the broker and one of the
 /// [`POP_POLLING_SIZE`] of `key`; false when none is left. A taken place is given back
 /// when the parked pop fires.

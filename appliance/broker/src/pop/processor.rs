@@ -105,8 +105,14 @@ impl PopState {
     }
 }
 
-pub(crate) fn lock_key(topic: &str, group: &str, queue_id: i32) -> String {
-    format!("{topic}@{group}@{queue_id}")
+/// Where the next pop of `group` reads the queue, without committing anything: the
+/// committed offset (the queue's start when none), or past what was handed out ahead of
+/// it. What PEEK reads and NOTIFICATION watches.
+pub(crate) fn next_pop_offset(ctx: &BrokerContext, group: &str, topic: &str, queue_id: i32) -> i64 {
+    let committed = ctx.offsets.query_offset(group, topic, queue_id);
+    let start = committed.unwrap_or_else(|| ctx.store.min_offset_in_queue(topic, queue_id));
+    let handed = ctx.pop.handed_out(&pop::queue_key(topic, group, queue_id));
+    start.max(handed.unwrap_or(i64::MIN))
 }
 
 /// The messages one pop took from one queue.
@@ -245,7 +251,7 @@ impl PopBatch<'_> {
             return self.read_order_queue(topic, queue_id);
         }
         let group = self.h.consumer_group.clone();
-        let key = lock_key(topic, &group, queue_id);
+        let key = pop::queue_key(topic, &group, queue_id);
         let (start, _) = self.start_offset(topic, queue_id, &key);
         if self.too_many_in_flight(topic, queue_id) {
             let max_offset = self.ctx.store.max_offset_in_queue(topic, queue_id);
@@ -292,7 +298,7 @@ impl PopBatch<'_> {
     fn read_order_queue(&mut self, topic: &str, queue_id: i32) {
         let ctx = self.ctx;
         let group = self.h.consumer_group.clone();
-        let key = lock_key(topic, &group, queue_id);
+        let key = pop::queue_key(topic, &group, queue_id);
         ctx.pop.order.with_queue(topic, &group, queue_id, |slot| {
             let (start, reset) = self.start_offset(topic, queue_id, &key);
             if reset {
@@ -562,13 +568,15 @@ impl PopAttempt {
             ..
         } = batch;
         if !takes.is_empty() {
-            let mut answer =
-                PopAnswer::build(ctx, h, &self.request, takes, pop_time_ms, revive_qid, rest);
+            let head = AnswerHead {
+                pop_time_ms,
+                revive_qid,
+                rest,
+                order_count_info: h.order.then_some(order_count_info),
+            };
+            let answer = PopAnswer::build(ctx, h, &self.request, takes, head);
             if h.order {
                 // The offsets were committed and the batch kept while reading.
-                let mut header = answer.header;
-                header.order_count_info = Some(order_count_info);
-                answer.response.set_header(&header);
                 self.responder.respond(answer.response);
                 return;
             }
@@ -578,7 +586,7 @@ impl PopAttempt {
         if pop_time_ms >= self.deadline_ms || watches.is_empty() {
             return self.refuse(ResponseCode::PollingTimeout, "no new message");
         }
-        let key = polling::polling_key(&h.topic, &h.consumer_group, h.queue_id);
+        let key = pop::queue_key(&h.topic, &h.consumer_group, h.queue_id);
         if !polling::reserve(ctx, &key) {
             let remark = format!(
                 "{} pops already wait on this broker, or {} on {key}",
@@ -608,25 +616,38 @@ impl PopAttempt {
     }
 }
 
+/// The header fields of a pop's answer besides those of the request.
+struct AnswerHead {
+    pop_time_ms: i64,
+    revive_qid: i32,
+    rest: i64,
+    /// Orderly pops only.
+    order_count_info: Option<String>,
+}
+
 /// The answer of a pop that found messages, waiting for its checkpoints.
 struct PopAnswer {
     response: RemotingCommand,
-    header: PopMessageResponseHeader,
     group: String,
     takes: Vec<QueueTake>,
     checkpoints: Vec<PopCheckPoint>,
 }
 
 impl PopAnswer {
+    /// The answer, and (checkpoint pops only) a checkpoint per queue taken from.
     fn build(
         ctx: &BrokerContext,
         h: &PopMessageRequestHeader,
         request: &RemotingCommand,
         takes: Vec<QueueTake>,
-        pop_time_ms: i64,
-        revive_qid: i32,
-        rest: i64,
+        head: AnswerHead,
     ) -> Self {
+        let AnswerHead {
+            pop_time_ms,
+            revive_qid,
+            rest,
+            order_count_info,
+        } = head;
         let broker_name = ctx.config.broker_name.clone();
         let (mut start_info, mut msg_info) = (String::new(), String::new());
         let mut body = BytesMut::new();
@@ -639,22 +660,24 @@ impl PopAnswer {
                 take.start_offset,
             );
             pop::push_msg_offset_info(&mut msg_info, &take.topic, take.queue_id, &take.offsets);
-            let ck = PopCheckPoint {
-                start_offset: take.start_offset,
-                pop_time_ms,
-                invisible_time_ms: h.invisible_time,
-                num: take.offsets.len() as u8,
-                queue_id: take.queue_id,
-                topic: take.topic.clone(),
-                group: h.consumer_group.clone(),
-                queue_offset_diff: take
-                    .offsets
-                    .iter()
-                    .map(|o| (o - take.start_offset) as i32)
-                    .collect(),
-                broker_name: Some(broker_name.clone()),
-                ..Default::default()
-            };
+            if !h.order {
+                checkpoints.push(PopCheckPoint {
+                    start_offset: take.start_offset,
+                    pop_time_ms,
+                    invisible_time_ms: h.invisible_time,
+                    num: take.offsets.len() as u8,
+                    queue_id: take.queue_id,
+                    topic: take.topic.clone(),
+                    group: h.consumer_group.clone(),
+                    queue_offset_diff: take
+                        .offsets
+                        .iter()
+                        .map(|o| (o - take.start_offset) as i32)
+                        .collect(),
+                    broker_name: Some(broker_name.clone()),
+                    ..Default::default()
+                });
+            }
             let retry = RetryKind::of_topic(&take.topic);
             for (bytes, offset) in take.records.iter().zip(&take.offsets) {
                 if retry == RetryKind::Normal {
@@ -673,7 +696,6 @@ impl PopAnswer {
                 };
                 as_original_topic(bytes, &h.topic, &handle.to_string(), &mut body);
             }
-            checkpoints.push(ck);
         }
         let header = PopMessageResponseHeader {
             pop_time: pop_time_ms,
@@ -682,14 +704,13 @@ impl PopAnswer {
             rest_num: rest,
             start_offset_info: Some(start_info),
             msg_offset_info: Some(msg_info),
-            order_count_info: None,
+            order_count_info,
         };
         let mut response = request.response_to(ResponseCode::Success.code(), None);
         response.set_header(&header);
         response.body = body.freeze();
         Self {
             response,
-            header,
             group: h.consumer_group.clone(),
             takes,
             checkpoints,
@@ -704,7 +725,7 @@ impl PopAnswer {
         let now_ms = crate::persist::now_ms();
         let mut puts = Vec::new();
         for (take, ck) in self.takes.iter().zip(&self.checkpoints) {
-            let key = lock_key(&take.topic, &self.group, take.queue_id);
+            let key = pop::queue_key(&take.topic, &self.group, take.queue_id);
             let queue = QueueRef {
                 group: self.group.clone(),
                 topic: take.topic.clone(),
@@ -769,7 +790,7 @@ impl PopAnswer {
             None => responder.respond(self.response),
             Some(e) => {
                 for take in &self.takes {
-                    let key = lock_key(&take.topic, &self.group, take.queue_id);
+                    let key = pop::queue_key(&take.topic, &self.group, take.queue_id);
                     ctx.pop.take_back(&key, take.next_offset, take.start_offset);
                 }
                 tracing::warn!(group = self.group, "pop failed: {e}");
