@@ -122,7 +122,7 @@ trap cleanup EXIT
 
 # ---- broker -------------------------------------------------------------------------
 log "starting ringmq up (namesrv $NAMESRV, broker $BROKER, data $DATA)"
-"$BIN" up --data "$DATA" --namesrv-port "$NAMESRV_PORT" --broker-port "$BROKER_PORT" \
+"$BIN" up --data "$DATA" --namesrv-port "$NAMESRV_PORT" --broker-port "$BROKER_PORT" --grpc-port 0 \
     >"$OUT/broker.log" 2>&1 &
 BROKER_PID=$!
 for i in $(seq 1 300); do

@@ -87,7 +87,7 @@ def main():
         f.write(f"listenPort={ns_port}\nkvConfigPath={work}/kvConfig.json\n")
     with open(os.path.join(conf_dir, "broker-t.conf"), "w") as f:
         f.write(f"brokerName=broker-t\nlistenPort={broker_port}\nnamesrvAddr=127.0.0.1:{ns_port}\n"
-                f"storePathRootDir={work}/store\n")
+                f"storePathRootDir={work}/store\nringmq.grpc.port=0\n")
 
     def argv_of(unit, instance=None):
         cmd = exec_start(os.path.join(unit_dir, unit), instance)

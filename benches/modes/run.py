@@ -140,6 +140,7 @@ def broker_conf(cell, port, namesrv_port, store_dir, broker_id=0, role=None, nam
         "brokerIP2=127.0.0.1",
         "listenPort=%d" % port,
         "haListenPort=%d" % (port + 1),
+        "ringmq.grpc.port=0",
         "namesrvAddr=127.0.0.1:%d" % namesrv_port,
         "storePathRootDir=%s" % store_dir,
         "flushDiskType=%s" % cell["flush"],

@@ -34,6 +34,7 @@ brokerName=pop-bench
 listenPort=$BROKER_PORT
 bindAddress=127.0.0.1
 brokerIP1=127.0.0.1
+ringmq.grpc.port=0
 namesrvAddr=127.0.0.1:$NS_PORT
 storePathRootDir=$WORK/store
 autoCreateTopicEnable=true

@@ -52,6 +52,7 @@ def broker_conf(port, metrics_port, store_dir):
         "haListenPort=%d" % free_port(),
         "storePathRootDir=%s" % store_dir,
         "autoCreateTopicEnable=true",
+        "ringmq.grpc.port=0",
         "ringmq.metricsPort=%d" % metrics_port,
         "metricsPromExporterHost=127.0.0.1",
     ]) + "\n"

@@ -138,6 +138,7 @@ class Run:
     namesrv_addr: str = ""      # the real namesrv (the broker registers here)
     broker_conf: str = ""
     broker_port: int = 0
+    grpc_port: int = 0
     broker_addr: str = ""       # the real broker
     slave_conf: str = ""
     slave_port: int = 0
@@ -533,11 +534,13 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
             run.broker_port = free_port(taken, also_free=(-2, 1))
             run.broker_addr = f"127.0.0.1:{run.broker_port}"
             run.broker_conf = os.path.join(tmp, "broker.conf")
+            run.grpc_port = free_port(taken)
             props: Dict[str, object] = {
                 "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 0,
                 "listenPort": run.broker_port, "haListenPort": run.broker_port + 1, "brokerIP1": "127.0.0.1",
                 "namesrvAddr": run.namesrv_addr, "storePathRootDir": data,
                 "autoCreateTopicEnable": "true",
+                "ringmq.grpc.port": run.grpc_port,
                 # 64 MiB segments instead of 1 GiB: a scenario writes a few MiB, and CI
                 # machines may have little disk to spare for pre-allocated files.
                 "mappedFileSizeCommitLog": 64 * 1024 * 1024,
@@ -549,6 +552,7 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
             start_broker(run)
             env["BROKER_ADDR"] = run.broker_addr
             env["BROKER_ADDR_REAL"] = run.broker_addr
+            env["GRPC_ENDPOINT"] = f"127.0.0.1:{run.grpc_port}"
         if "slave" in sc.needs:
             run.slave_port = free_port(taken, also_free=(-2, 1))
             run.slave_addr = f"127.0.0.1:{run.slave_port}"
@@ -561,6 +565,7 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
                 "brokerIP1": "127.0.0.1", "namesrvAddr": run.namesrv_addr, "storePathRootDir": slave_data,
                 "haMasterAddress": f"127.0.0.1:{run.broker_port + 1}", "slaveReadEnable": "true",
                 "autoCreateTopicEnable": "true", "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+                "ringmq.grpc.enable": "false",
             })
             start_slave(run)
             env["SLAVE_ADDR"] = run.slave_addr

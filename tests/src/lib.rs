@@ -174,7 +174,8 @@ pub fn base_broker_conf(
          autoCreateTopicEnable=true\n\
          mappedFileSizeCommitLog=67108864\n\
          mappedFileSizeConsumeQueue=600000\n\
-         cleanFileForciblyEnable=false\n",
+         cleanFileForciblyEnable=false\n\
+         ringmq.grpc.port=0\n",
         store_root.display()
     )
 }

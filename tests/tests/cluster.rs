@@ -1384,6 +1384,8 @@ fn admin_update_broker_config_applies_live() {
 
 #[path = "cluster/acl.rs"]
 mod acl;
+#[path = "cluster/grpc.rs"]
+mod grpc;
 #[path = "cluster/namesrv_restart.rs"]
 mod namesrv_restart;
 #[path = "cluster/pop.rs"]

@@ -69,6 +69,9 @@ impl std::error::Error for BrokerError {}
 /// A running broker.
 pub struct Broker {
     ctx: Arc<BrokerContext>,
+    /// What the network cores call for each request; in-process front ends (the gRPC
+    /// endpoint) call it too.
+    handler: Arc<dyn RequestHandler>,
     /// Shared with the metrics core probe, which reads the servers' per-core counters.
     servers: Arc<Mutex<Vec<Server>>>,
     /// The `/metrics` endpoint and the once-a-second metrics sampler.
@@ -104,7 +107,7 @@ impl Broker {
         // real port (listenPort=0 in tests) written into STOREHOST and the registration.
         let slot: Arc<OnceLock<Arc<BrokerContext>>> = Arc::new(OnceLock::new());
         let handler: Arc<dyn RequestHandler> = Arc::new(BrokerHandler { ctx: slot.clone() });
-        let servers = start_listeners(&config, bind_ip, &tuning, &core_map, handler)?;
+        let servers = start_listeners(&config, bind_ip, &tuning, &core_map, handler.clone())?;
         let local_addr = servers[0].local_addr();
         config.listen_port = local_addr.port();
         let opened = match open_state(&config, store, &core_map) {
@@ -161,6 +164,7 @@ impl Broker {
         );
         Ok(Broker {
             ctx,
+            handler,
             servers,
             metrics,
             local_addr,
@@ -186,6 +190,11 @@ impl Broker {
 
     pub fn context(&self) -> &Arc<BrokerContext> {
         &self.ctx
+    }
+
+    /// The request handler the network cores call (ACL check, dispatch, metrics).
+    pub fn handler(&self) -> Arc<dyn RequestHandler> {
+        self.handler.clone()
     }
 
     /// Where `GET /metrics` is served (`ringmq.metricsPort`), when enabled.

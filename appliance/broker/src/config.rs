@@ -754,6 +754,9 @@ pub(crate) fn plan_core_map(
 pub(crate) fn is_read_elsewhere(key: &str) -> bool {
     const KEYS: &[&str] = &[
         "ringmq.metricsPort",
+        // The gRPC endpoint (ringmq-grpc), started beside the broker.
+        "ringmq.grpc.enable",
+        "ringmq.grpc.port",
         "ringmq.aclPlainFile",
         // Where the ACL files live (`<rocketmqHome>/conf/plain_acl.yml`).
         "rocketmqHome",

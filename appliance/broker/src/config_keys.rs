@@ -112,6 +112,8 @@ pub(crate) fn ringmq_key_defaults() -> Vec<(&'static str, String)> {
             ringmq_store::config::DEFAULT_HA_THREAD_NICE.to_string(),
         ),
         ("ringmq.metricsPort", "0".to_string()),
+        ("ringmq.grpc.enable", "true".to_string()),
+        ("ringmq.grpc.port", "8081".to_string()),
         (
             "ringmq.aclPlainFile",
             ringmq_acl::store::DEFAULT_PLAIN_FILE.to_string(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ringmq_broker::{Broker, BrokerConfig};
+use ringmq_grpc::GrpcServer;
 use ringmq_namesrv::{Namesrv, NamesrvConfig};
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
@@ -135,13 +136,46 @@ pub fn broker(args: &[String]) -> ExitCode {
         "broker",
         load_broker_config,
         BrokerConfig::to_properties_text,
-        |config| Broker::start(config).map_err(|e| format!("broker failed to start: {e}")),
-        |broker| {
-            let addr = broker.local_addr();
+        ServedBroker::start,
+        |served| {
+            let addr = served.broker.local_addr();
             println!("The broker boot success. serializeType=JSON, address {addr}");
-            serve_until_signal(&[addr], || broker.shutdown());
+            if let Some(grpc) = &served.grpc {
+                println!(
+                    "The gRPC endpoint (5.x SDKs) listens on {}",
+                    grpc.local_addr()
+                );
+            }
+            serve_until_signal(&[addr], || served.shutdown());
         },
     )
+}
+
+/// A broker and its gRPC endpoint (`ringmq.grpc.*`), started and stopped together.
+struct ServedBroker {
+    broker: Broker,
+    grpc: Option<GrpcServer>,
+}
+
+impl ServedBroker {
+    fn start(config: BrokerConfig) -> Result<ServedBroker, String> {
+        let broker = Broker::start(config).map_err(|e| format!("broker failed to start: {e}"))?;
+        match GrpcServer::start_for(&broker) {
+            Ok(grpc) => Ok(ServedBroker { broker, grpc }),
+            Err(e) => {
+                broker.shutdown();
+                Err(format!("broker failed to start: {e}"))
+            }
+        }
+    }
+
+    /// The gRPC endpoint first, so no gRPC request reaches a stopping broker.
+    fn shutdown(self) {
+        if let Some(g) = self.grpc {
+            g.stop();
+        }
+        self.broker.shutdown();
+    }
 }
 
 /// The shape `mqnamesrv` and `mqbroker` share: flags, config (printed and exit with
@@ -182,12 +216,14 @@ pub fn up(args: &[String]) -> ExitCode {
     let mut namesrv_port: u16 = 9876;
     let mut broker_port: u16 = 10911;
     let mut metrics_port: u16 = 0;
+    let mut grpc_port: u16 = ringmq_grpc::server::DEFAULT_PORT;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == "--help" || arg == "-h" {
             println!(
-                "usage: ringmq up [--data DIR] [--namesrv-port N] [--broker-port N] [--metrics-port N]\n\
-                 Runs a NameServer (default 9876) and a broker (default 10911) in one process,\n\
+                "usage: ringmq up [--data DIR] [--namesrv-port N] [--broker-port N] [--metrics-port N] [--grpc-port N]\n\
+                 Runs a NameServer (default 9876) and a broker (default 10911, gRPC for the 5.x\n\
+                 SDKs on 8081) in one process,\n\
                  with all data under DIR (default ./ringmq-data). Files are sized for a first try:\n\
                  64 MiB CommitLog segments, about 130 MiB of disk at start (`ringmq broker`\n\
                  keeps RocketMQ's 1 GiB segments; see README, \"Disk use\")."
@@ -203,12 +239,13 @@ pub fn up(args: &[String]) -> ExitCode {
             ("--namesrv-port", Some(v)) => v.parse().map(|p| namesrv_port = p).map_err(|_| ()),
             ("--broker-port", Some(v)) => v.parse().map(|p| broker_port = p).map_err(|_| ()),
             ("--metrics-port", Some(v)) => v.parse().map(|p| metrics_port = p).map_err(|_| ()),
+            ("--grpc-port", Some(v)) => v.parse().map(|p| grpc_port = p).map_err(|_| ()),
             _ => Err(()),
         };
         if parsed.is_err() {
             return fail(format!(
                 "up: bad option {arg:?}; options: --data DIR, --namesrv-port N, --broker-port N, \
-                 --metrics-port N"
+                 --metrics-port N, --grpc-port N"
             ));
         }
     }
@@ -221,7 +258,11 @@ pub fn up(args: &[String]) -> ExitCode {
         data_dir.join("namesrv/kvConfig.json").display(),
         data_dir.join("namesrv/namesrv.properties").display()
     );
-    let broker_text = up_broker_properties(&data_dir, namesrv_port, broker_port, metrics_port);
+    let broker_text = format!(
+        "{}{}={grpc_port}\n",
+        up_broker_properties(&data_dir, namesrv_port, broker_port, metrics_port),
+        ringmq_grpc::server::PORT_KEY
+    );
     let (namesrv_config, _) = NamesrvConfig::from_properties_text(&namesrv_text);
     let (broker_config, _) = BrokerConfig::from_properties_text(&broker_text);
     lifecycle::block_shutdown_signals();
@@ -233,21 +274,28 @@ pub fn up(args: &[String]) -> ExitCode {
             ))
         }
     };
-    let broker = match Broker::start(broker_config) {
+    let served = match ServedBroker::start(broker_config) {
         Ok(b) => b,
         Err(e) => {
             namesrv.shutdown();
-            return fail(format!("broker failed to start on port {broker_port}: {e}"));
+            return fail(format!("{e} (port {broker_port})"));
         }
     };
-    let (n_addr, b_addr) = (namesrv.local_addr(), broker.local_addr());
+    let (n_addr, b_addr) = (namesrv.local_addr(), served.broker.local_addr());
     println!("ringmq is up.");
     println!("  NameServer  {n_addr}   (clients: namesrvAddr=127.0.0.1:{namesrv_port})");
     println!("  Broker      {b_addr}   (cluster DefaultCluster, broker-a)");
+    if let Some(grpc) = &served.grpc {
+        println!(
+            "  gRPC        {}   (5.x SDKs: endpoints=127.0.0.1:{})",
+            grpc.local_addr(),
+            grpc.local_addr().port()
+        );
+    }
     println!("  Data        {}", data_dir.display());
     println!("Stop with Ctrl-C (or SIGTERM); the broker flushes and checkpoints first.");
     serve_until_signal(&[n_addr, b_addr], || {
-        broker.shutdown();
+        served.shutdown();
         namesrv.shutdown();
     });
     ExitCode::SUCCESS

@@ -164,7 +164,7 @@ impl PopConsumer {
                 rest_num: 0,
             });
         }
-        let messages = handles(&response, broker_name, topic)
+        let messages = popped_messages(&response, broker_name, topic)
             .map_err(|reason| protocol_error(broker_addr, reason))?;
         let rest_num = response
             .ext_fields
@@ -293,7 +293,9 @@ impl PopConsumer {
 /// The messages of a POP answer with their receipt handles: a retry copy carries its own
 /// (`POP_CK`); a message of the topic gets one built from the answer's header, as
 /// upstream's clients build it.
-fn handles(
+/// The messages of a successful POP answer with their receipt handles (the record's
+/// `POP_CK`, or one built from the answer's header for records without it).
+pub fn popped_messages(
     response: &RemotingCommand,
     broker_name: &str,
     topic: &str,

@@ -30,6 +30,7 @@ mod conn;
 mod core_local;
 mod core_loop;
 mod file_range;
+pub mod local;
 mod recv;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;

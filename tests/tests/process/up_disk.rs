@@ -69,6 +69,7 @@ fn up_takes_modest_disk_at_start() {
         .args(["up", "--data", data.to_str().unwrap()])
         .args(["--namesrv-port", &namesrv_port.to_string()])
         .args(["--broker-port", &broker_port.to_string()])
+        .args(["--grpc-port", "0"])
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
         .stdin(Stdio::null())

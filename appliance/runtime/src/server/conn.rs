@@ -64,6 +64,31 @@ pub(crate) struct Pending {
     pub(crate) request_code: i32,
 }
 
+impl Pending {
+    /// The answer to this request: `response`, or SYSTEM_ERROR (logged) when its
+    /// `Responder` was dropped without answering.
+    pub(crate) fn answer_or_error(&self, conn_id: u64, response: Option<Response>) -> Response {
+        response.unwrap_or_else(|| {
+            tracing::error!(
+                conn = conn_id,
+                opaque = self.opaque,
+                code = self.request_code,
+                "a Responder was dropped without answering; sending SYSTEM_ERROR"
+            );
+            response_for(
+                self.opaque,
+                self.serialize_type,
+                ResponseCode::SystemError,
+                format!(
+                    "request code {} was dropped by the server without an answer",
+                    self.request_code
+                ),
+            )
+            .into()
+        })
+    }
+}
+
 /// Slab of deferred requests. A `Responder` names its slot and the slot's generation, so
 /// an answer for a slot that was already answered, failed or reused is recognised and
 /// dropped: every request gets exactly one response.
@@ -587,17 +612,17 @@ impl RequestContext {
     }
 }
 
-/// A context for `request` on a connection of a detached core (`server::test_util`), set
-/// up the way the reader sets it up before calling the handler.
-#[cfg(any(test, feature = "test-util"))]
+/// Contexts for requests that do not come from a socket: the reader of a core with no
+/// thread builds them the way a core's reader does before calling the handler
+/// (`server::local` for in-process callers, `server::test_util` for tests).
 impl RequestContext {
-    pub(crate) fn detached(
+    /// `request` on `conn`, a connection of the off-core `core`. Deferred answers take a
+    /// slot in `conn`'s table, as on a core, so whoever drains the core can map them back.
+    pub(crate) fn off_core(
         core: Rc<CoreLocal>,
-        handle: Connection,
+        conn: Rc<ConnLocal>,
         request: &RemotingCommand,
     ) -> Self {
-        // No socket: the descriptor is never used, nothing is read or written.
-        let conn = Rc::new(ConnLocal::new(handle, -1, core.now(), core.budget.clone()));
         let responder = if request.is_response() {
             ResponderState::Forbidden
         } else {
@@ -612,6 +637,24 @@ impl RequestContext {
             code: Cell::new(request.code),
             responder: Cell::new(responder),
         }
+    }
+
+    #[cfg(any(test, feature = "test-util"))]
+    pub(crate) fn detached(
+        core: Rc<CoreLocal>,
+        handle: Connection,
+        request: &RemotingCommand,
+    ) -> Self {
+        let conn = Rc::new(ConnLocal::off_core(handle, &core));
+        Self::off_core(core, conn, request)
+    }
+}
+
+impl ConnLocal {
+    /// A connection with no socket on an off-core `core`: the descriptor is never used,
+    /// nothing is read or written through it.
+    pub(crate) fn off_core(handle: Connection, core: &CoreLocal) -> Self {
+        ConnLocal::new(handle, -1, core.now(), core.budget.clone())
     }
 }
 

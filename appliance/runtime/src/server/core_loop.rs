@@ -23,7 +23,7 @@ use bytes::BytesMut;
 use compio::io::AsyncReadExt;
 use compio::BufResult;
 use crossbeam_queue::SegQueue;
-use ringmq_remoting::{FrameDecoder, ResponseCode};
+use ringmq_remoting::FrameDecoder;
 use ringmq_tls::{TlsLink, TlsServer};
 
 use super::conn::{self, ConnLocal, Phase};
@@ -33,8 +33,8 @@ use super::recv::MIN_READ_CHUNK_BYTES;
 pub(crate) use super::conn::CoreLocal;
 pub(crate) use super::core_local::{CoreMsg, CoreShared};
 use super::{
-    response_for, ConnShared, Connection, ListenMode, RecvMode, RequestHandler, Response,
-    ServerConfig, ServerTuning,
+    ConnShared, Connection, ListenMode, RecvMode, RequestHandler, Response, ServerConfig,
+    ServerTuning,
 };
 use crate::stall::StallMeter;
 use ringmq_ring::Notifier;
@@ -255,27 +255,7 @@ impl CoreLocal {
         if pending.oneway || conn.phase() == Phase::Closed {
             return;
         }
-        let response = match response {
-            Some(r) => r,
-            None => {
-                tracing::error!(
-                    conn = conn_id,
-                    opaque = pending.opaque,
-                    code = pending.request_code,
-                    "a Responder was dropped without answering; sending SYSTEM_ERROR"
-                );
-                response_for(
-                    pending.opaque,
-                    pending.serialize_type,
-                    ResponseCode::SystemError,
-                    format!(
-                        "request code {} was dropped by the server without an answer",
-                        pending.request_code
-                    ),
-                )
-                .into()
-            }
-        };
+        let response = pending.answer_or_error(conn_id, response);
         conn.push_response(response, pending.opaque);
         conn.wake_writer();
     }
@@ -1035,9 +1015,9 @@ async fn wait_doorbell(doorbell: &Arc<Notifier>, buf: Vec<u8>) -> (io::Result<()
     (res.map(|_| ()), buf)
 }
 
-/// A core with no thread, no listener and no socket (`server::test_util`): what is posted
-/// to it (deferred answers, oneway sends, closes) stays in its inbox for a test to take.
-#[cfg(any(test, feature = "test-util"))]
+/// A core with no thread, no listener and no socket (`server::local`, `server::test_util`):
+/// what is posted to it (deferred answers, oneway sends, closes) stays in its inbox until
+/// its owner takes it.
 impl CoreShared {
     pub(crate) fn detached(index: usize) -> io::Result<Arc<Self>> {
         Ok(Arc::new(CoreShared {
@@ -1064,8 +1044,7 @@ impl CoreShared {
     }
 }
 
-/// The core-thread half of a detached core, built per request context in tests.
-#[cfg(any(test, feature = "test-util"))]
+/// The core-thread half of a core with no thread, owned by whoever calls its handler.
 impl CoreLocal {
     pub(crate) fn detached(shared: Arc<CoreShared>, handler: Arc<dyn RequestHandler>) -> Rc<Self> {
         let tuning = ServerTuning::default();
