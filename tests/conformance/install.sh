@@ -8,6 +8,10 @@
 #                                           from the sdist of rocketmq-python-cvs 2.1.0.3
 #   tests/conformance/node/node_modules     ali-ons 3.12.0, installed with `npm ci` from the
 #                                           committed package.json + package-lock.json
+#   tests/conformance/.venv5                Python venv: the official 5.x SDK (gRPC),
+#                                           rocketmq-python-client 5.1.2, with every dependency
+#                                           pinned in python5-requirements.txt (its package
+#                                           is also named `rocketmq`, hence its own venv)
 #   tests/conformance/.cache                downloaded sdists (checked against pinned sha256)
 # All three are gitignored. shared/clients.md says why these packages.
 #
@@ -16,12 +20,14 @@
 # Only PyPI and the npm registry are contacted (through pip and npm). No apt needed: the C++
 # core only links libc, libstdc++, libz, libpthread, libm, libgcc_s.
 #
-# Usage: bash tests/conformance/install.sh [--force] [--python-only|--node-only]
+# Usage: bash tests/conformance/install.sh [--force] [--python-only|--node-only|--python5-only]
 # Env:   PYTHON (default python3), NPM (default npm)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$HERE/.venv"
+VENV5="$HERE/.venv5"
+PY5_REQUIREMENTS="$HERE/python5-requirements.txt"
 CACHE="$HERE/.cache"
 NODE_DIR="$HERE/node"
 PYTHON="${PYTHON:-python3}"
@@ -40,11 +46,13 @@ NODE_ALIONS_VERSION="3.12.0"
 FORCE=0
 DO_PY=1
 DO_NODE=1
+DO_PY5=1
 for arg in "$@"; do
   case "$arg" in
     --force) FORCE=1 ;;
-    --python-only) DO_NODE=0 ;;
-    --node-only) DO_PY=0 ;;
+    --python-only) DO_NODE=0; DO_PY5=0 ;;
+    --node-only) DO_PY=0; DO_PY5=0 ;;
+    --python5-only) DO_PY=0; DO_NODE=0 ;;
     -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "install.sh: unknown argument: $arg" >&2; exit 2 ;;
   esac
@@ -143,7 +151,33 @@ install_node() {
   log "node: ok in $(elapsed "$t0") s"
 }
 
+py5_smoke() {
+  "$VENV5/bin/python" -c '
+from rocketmq import Producer, SimpleConsumer, PushConsumer, ClientConfiguration, Credentials
+import importlib.metadata as m
+assert m.version("rocketmq-python-client") == "5.1.2", m.version("rocketmq-python-client")
+'
+}
+
+install_python5() {
+  local t0; t0="$(now)"
+  local stamp="$VENV5/.ringmq-pins"
+  local want; want="requirements=$(sha256_of "$PY5_REQUIREMENTS")"
+  if [[ $FORCE -eq 0 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && py5_smoke 2>/dev/null; then
+    log "python5: already installed ($want), skipped in $(elapsed "$t0") s"
+    return 0
+  fi
+  log "python5: installing rocketmq-python-client 5.1.2 from $PY5_REQUIREMENTS"
+  rm -rf "$VENV5"
+  "$PYTHON" -m venv "$VENV5"
+  "$VENV5/bin/python" -m pip install --quiet --disable-pip-version-check -r "$PY5_REQUIREMENTS"
+  py5_smoke
+  printf '%s' "$want" > "$stamp"
+  log "python5: ok in $(elapsed "$t0") s"
+}
+
 T0="$(now)"
 if [[ $DO_PY -eq 1 ]]; then install_python; fi
+if [[ $DO_PY5 -eq 1 ]]; then install_python5; fi
 if [[ $DO_NODE -eq 1 ]]; then install_node; fi
 log "done in $(elapsed "$T0") s"

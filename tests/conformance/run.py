@@ -13,6 +13,8 @@ it declares, as `#` comments (`//` in JS):
                               #  messageDelayLevel=1s 1s 1s, enablePropertyFilter=true)
   # expect: unsupported: why  (optional: the behaviour is known to be missing; a failure is
                               #  reported as `skip` with this reason, a pass as `ok` + a note)
+  # client: python5           (optional: run with tests/conformance/.venv5/bin/python, the
+                              #  official 5.x SDK over gRPC, instead of the 4.x Python client)
 For each scenario the runner picks free loopback ports, makes a temp dir, writes namesrv.conf /
 broker.conf (RocketMQ property keys), starts `ringmq namesrv -c namesrv.conf` and/or
 `ringmq broker -c broker.conf`, waits until they listen (and, for a broker, until the namesrv
@@ -25,8 +27,8 @@ name, brokerId=1, brokerRole=SLAVE, its own ports and storePathRootDir (<tmp>/da
 haMasterAddress = the master's haListenPort, slaveReadEnable=true (the master gets
 slaveReadEnable=true too). `broker-conf:` lines apply to the master only. A binary that cannot
 be a slave exits with status 77 at start-up (the self-test's fake does): the scenario is skipped.
-Environment given to the program: NAMESRV_ADDR, BROKER_ADDR (if a broker runs), SLAVE_ADDR (if a
-slave runs), RINGMQ_BIN,
+Environment given to the program: NAMESRV_ADDR, BROKER_ADDR (if a broker runs), GRPC_ENDPOINT
+(the broker's gRPC endpoint, host:port), SLAVE_ADDR (if a slave runs), RINGMQ_BIN,
 RINGMQ_DATA_DIR, RINGMQ_CTL, SCENARIO_NAME, SCENARIO_TMP, CONFORMANCE_ROOT, CONFORMANCE_PYTHON
 (the venv python, e.g. for lib/fake_broker.py), PYTHONPATH (lib/), HOME and
 ROCKETMQ_CLIENT_LOG_DIR (inside the temp dir). Exit status 0 = pass; 77 (or a last line starting
@@ -81,6 +83,7 @@ REPO = os.path.dirname(os.path.dirname(ROOT))
 SCENARIOS = os.path.join(ROOT, "scenarios")
 LIB = os.path.join(ROOT, "lib")
 VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
+VENV5_PY = os.path.join(ROOT, ".venv5", "bin", "python")
 NODE_MODULES = os.path.join(ROOT, "node", "node_modules")
 sys.path.insert(0, LIB)
 import remoting as rm  # noqa: E402
@@ -115,6 +118,7 @@ class Scenario:
     meta_error: Optional[str] = None
     broker_conf: Dict[str, str] = field(default_factory=dict)
     expect_unsupported: Optional[str] = None   # reason, when `# expect: unsupported`
+    client: str = ""        # "python5": the 5.x gRPC SDK's venv instead of the 4.x one
 
 
 @dataclass
@@ -155,7 +159,7 @@ class Run:
 
 # ---- discovery ---------------------------------------------------------------------------
 
-META_RE = re.compile(r"^\s*(?:#|//)\s*(needs|timeout|broker-conf|expect)\s*:\s*(.*?)\s*$")
+META_RE = re.compile(r"^\s*(?:#|//)\s*(needs|timeout|broker-conf|expect|client)\s*:\s*(.*?)\s*$")
 
 
 def parse_scenario(path: str) -> Scenario:
@@ -165,6 +169,7 @@ def parse_scenario(path: str) -> Scenario:
     err = None
     broker_conf: Dict[str, str] = {}
     expect_unsupported: Optional[str] = None
+    client = ""
     with open(path, encoding="utf-8") as fh:
         for _, line in zip(range(40), fh):
             m = META_RE.match(line)
@@ -192,6 +197,10 @@ def parse_scenario(path: str) -> Scenario:
                     err = f"bad broker-conf (want key=value): {val!r}"
                 else:
                     broker_conf[k.strip()] = v.strip()
+            elif key == "client":
+                if val not in ("python5",):
+                    err = f"unknown client: {val!r} (only python5)"
+                client = val
             elif key == "expect":
                 word, _, why = val.partition(":")
                 if word.strip() != "unsupported":
@@ -201,7 +210,7 @@ def parse_scenario(path: str) -> Scenario:
     if needs is None:
         err = err or "no '# needs: namesrv [broker]' line in the first 40 lines"
         needs = []
-    return Scenario(name, path, ext[1:], needs, timeout, err, broker_conf, expect_unsupported)
+    return Scenario(name, path, ext[1:], needs, timeout, err, broker_conf, expect_unsupported, client)
 
 
 def discover(directory: str = SCENARIOS) -> List[Scenario]:
@@ -363,6 +372,10 @@ def tail(path: str, n: int = LOG_TAIL) -> str:
 # ---- one scenario ------------------------------------------------------------------------
 
 def client_argv(sc: Scenario) -> List[str]:
+    if sc.kind == "py" and sc.client == "python5":
+        if not os.path.exists(VENV5_PY):
+            raise ScenarioFailure("Python 5.x SDK venv missing: run bash tests/conformance/install.sh")
+        return [VENV5_PY, sc.path]
     if sc.kind == "py":
         if not os.path.exists(VENV_PY):
             raise ScenarioFailure("Python client venv missing: run bash tests/conformance/install.sh")

@@ -312,6 +312,9 @@ broker_config! {
     pop_inflight_message_threshold: i64 = "popInflightMessageThreshold", 10_000;
     /// `enablePopBufferMerge`: hold POP checkpoints in memory so acks meet them there.
     enable_pop_buffer_merge: bool = "enablePopBufferMerge", false;
+    /// `initPopOffsetByCheckMsgInMem`: a new group's first POP with initMode MAX starts at
+    /// offset 0 when the queue still starts there and its first message is in memory.
+    init_pop_offset_by_check_msg_in_mem: bool = "initPopOffsetByCheckMsgInMem", true;
     /// `popCkStayBufferTime`: longest a held checkpoint stays unwritten.
     pop_ck_stay_buffer_time_ms: u64 = "popCkStayBufferTime", 10_000;
     /// `popCkStayBufferTimeOut`: a held checkpoint is written this long before its revive.

@@ -163,7 +163,11 @@ pub(crate) fn outgoing(
             ));
         }
         user_bytes += k.len() + v.len();
-        insert(&mut p, k, v)?;
+        // An empty value does not survive RocketMQ's property string (upstream's parser
+        // drops it too): such a property is not stored.
+        if !v.is_empty() {
+            insert(&mut p, k, v)?;
+        }
     }
     let tag = sp.tag.clone().unwrap_or_default();
     if !tag.is_empty() && (tag.trim().is_empty() || tag.contains('|') || has_control(&tag)) {
@@ -173,7 +177,9 @@ pub(crate) fn outgoing(
         ));
     }
     user_bytes += tag.len();
-    insert(&mut p, keys::TAGS, &tag)?;
+    if !tag.is_empty() {
+        insert(&mut p, keys::TAGS, &tag)?;
+    }
     for k in &sp.keys {
         if k.trim().is_empty() || has_control(k) {
             return Err(status(

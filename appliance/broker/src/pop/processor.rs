@@ -186,11 +186,20 @@ impl PopBatch<'_> {
         let committed = self.ctx.offsets.query_offset(group, topic, queue_id);
         let start = committed.unwrap_or_else(|| {
             let min = store.min_offset_in_queue(topic, queue_id);
-            // initMode 1 (MAX) starts at the end, except on retry topics and new queues.
+            // initMode 1 (MAX) starts at the end, except on retry topics and new queues,
+            // and (initPopOffsetByCheckMsgInMem) on a queue whose first message is still
+            // in memory: a group that starts soon after the queue did sees all of it.
             if self.h.init_mode == 1 && !topic.starts_with(pop::RETRY_TOPIC_PREFIX) {
-                (store.max_offset_in_queue(topic, queue_id) - 1)
-                    .max(min)
-                    .max(0)
+                if self.ctx.config.init_pop_offset_by_check_msg_in_mem
+                    && min <= 0
+                    && first_message_in_memory(store.as_ref(), topic, queue_id)
+                {
+                    0
+                } else {
+                    (store.max_offset_in_queue(topic, queue_id) - 1)
+                        .max(min)
+                        .max(0)
+                }
             } else {
                 min
             }
@@ -840,4 +849,12 @@ fn as_original_topic(bytes: &[u8], topic: &str, handle: &str, out: &mut BytesMut
 pub fn ensure_retry_topic(ctx: &BrokerContext, retry_topic: &str) {
     ctx.topics
         .create_topic_of_retry(retry_topic, 1, PERM_READ | PERM_WRITE);
+}
+
+/// Whether queue offset 0 holds a message the store still serves from memory (upstream
+/// `checkInMemByConsumeOffset`: not far enough behind the CommitLog end to send a pull
+/// to a slave).
+fn first_message_in_memory(store: &dyn ringmq_store::StoreApi, topic: &str, queue_id: i32) -> bool {
+    let r = store.get_message(topic, queue_id, 0, 1, 64 * 1024, &ringmq_store::AcceptAll);
+    r.status == ringmq_store::GetMessageStatus::Found && !r.suggest_pulling_from_slave
 }
