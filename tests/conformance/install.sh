@@ -6,8 +6,9 @@
 #   tests/conformance/.venv                 Python venv: rocketmq-client-python 2.0.0 (official
 #                                           wrapper) + the C++ core librocketmq.so (2.1.0) taken
 #                                           from the sdist of rocketmq-python-cvs 2.1.0.3
-#   tests/conformance/node/node_modules     ali-ons 3.12.0, installed with `npm ci` from the
-#                                           committed package.json + package-lock.json
+#   tests/conformance/node/node_modules     ali-ons 3.12.0 and the official 5.x SDK
+#                                           rocketmq-client-nodejs 1.0.8 (gRPC), installed with
+#                                           `npm ci` from the committed package.json + lock
 #   tests/conformance/.venv5                Python venv: the official 5.x SDK (gRPC),
 #                                           rocketmq-python-client 5.1.2, with every dependency
 #                                           pinned in python5-requirements.txt (its package
@@ -133,6 +134,8 @@ node_smoke() {
     if (v !== process.argv[1]) { console.error("ali-ons version " + v); process.exit(1); }
     const ons = require("ali-ons");
     if (!ons.Producer || !ons.Consumer || !ons.Message) process.exit(1);
+    const v5 = require("rocketmq-client-nodejs/package.json").version;
+    if (v5 !== "1.0.8") { console.error("rocketmq-client-nodejs version " + v5); process.exit(1); }
   ' "$NODE_ALIONS_VERSION")
 }
 

@@ -28,6 +28,8 @@ use crate::status::{from_remoting, ok, status};
 const PRODUCER_MAX_ATTEMPTS: i32 = 3;
 const PRODUCER_BACKOFF_INITIAL_MS: i64 = 10;
 const PRODUCER_BACKOFF_MAX_MS: i64 = 1000;
+/// When the first Settings reply of a Telemetry stream is sent again.
+const SETTINGS_REPEAT_MS: u64 = 1000;
 /// Messages per receive the server advises push consumers (upstream 32).
 const CONSUMER_RECEIVE_BATCH: i32 = 32;
 /// Long-polling time the server advises consumers (upstream's maximum, 20 s).
@@ -226,6 +228,7 @@ pub(super) fn telemetry(
                             .bridge
                             .attach_telemetry(&caller.client_id, caller.peer, broker_tx.clone())
                             .is_ok();
+                        repeat_first_reply(&out, &reply);
                     }
                     if out.send(Ok(reply)).await.is_err() {
                         break;
@@ -239,6 +242,21 @@ pub(super) fn telemetry(
         }
     });
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(out_rx))
+}
+
+/// The Node.js SDK (1.0.8) starts waiting for the server's Settings only after it has
+/// fetched its routes, and misses a reply that came earlier (its startup then never ends).
+/// The first reply of a stream is therefore sent once more a moment later; a client that
+/// saw it already just applies the same settings again.
+fn repeat_first_reply(
+    out: &mpsc::Sender<Result<TelemetryCommand, tonic::Status>>,
+    reply: &TelemetryCommand,
+) {
+    let (out, reply) = (out.clone(), reply.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(SETTINGS_REPEAT_MS)).await;
+        let _ = out.send(Ok(reply)).await;
+    });
 }
 
 async fn on_settings(
