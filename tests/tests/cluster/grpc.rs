@@ -321,7 +321,7 @@ fn grpc_routes_settings_send_receive_ack_and_change_invisible() {
     }
 
     // Producer settings: the server's advice comes back with status OK.
-    let (reply, _stream, _tx) = telemetry(&g, &mut c, "p1", producer_settings(&topic));
+    let (reply, mut producer_stream, _tx) = telemetry(&g, &mut c, "p1", producer_settings(&topic));
     assert_eq!(code(&reply.status), Code::Ok);
     let Some(telemetry_command::Command::Settings(s)) = reply.command else {
         panic!("no settings")
@@ -335,6 +335,20 @@ fn grpc_routes_settings_send_receive_ack_and_change_invisible() {
     assert!(matches!(
         backoff.strategy,
         Some(retry_policy::Strategy::ExponentialBackoff(_))
+    ));
+
+    // The first reply comes once more, for clients that missed it (the Node.js SDK).
+    let again = g
+        .runtime
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), producer_stream.message()).await
+        })
+        .expect("the settings reply repeated within 5 s")
+        .expect("stream healthy")
+        .expect("a command");
+    assert!(matches!(
+        again.command,
+        Some(telemetry_command::Command::Settings(_))
     ));
 
     // Three sends, one entry each, echoing the message ids.
@@ -717,12 +731,25 @@ fn grpc_transactions_commit_and_answer_check_backs() {
     let r = send(&g, &mut c, "txp", vec![half("rolled-back")]);
     assert_eq!(code(&r.status), Code::Ok);
     let open_id = r.entries[0].message_id.clone();
+    // The stream repeats its first Settings reply once (for the Node.js SDK); skip it.
     let check = g
         .runtime
-        .block_on(async { tokio::time::timeout(Duration::from_secs(30), checks.message()).await })
-        .expect("a check-back within 30 s")
-        .expect("stream healthy")
-        .expect("a command");
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), async {
+                loop {
+                    let c = checks
+                        .message()
+                        .await
+                        .expect("stream healthy")
+                        .expect("a command");
+                    if !matches!(c.command, Some(telemetry_command::Command::Settings(_))) {
+                        return c;
+                    }
+                }
+            })
+            .await
+        })
+        .expect("a check-back within 30 s");
     let Some(telemetry_command::Command::RecoverOrphanedTransactionCommand(rc)) = check.command
     else {
         panic!("expected a transaction check, got {check:?}");
