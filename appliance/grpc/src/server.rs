@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use ringmq_broker::config::grpc_keys;
 use ringmq_broker::context::BrokerContext;
 use ringmq_broker::Broker;
 use ringmq_runtime::RequestHandler;
@@ -17,11 +18,11 @@ use crate::pb::messaging_service_server::MessagingServiceServer;
 use crate::service::Messaging;
 
 /// `ringmq.grpc.enable`: whether the broker serves gRPC (default true).
-pub const ENABLE_KEY: &str = "ringmq.grpc.enable";
+pub const ENABLE_KEY: &str = grpc_keys::ENABLE;
 /// `ringmq.grpc.port`: where (default 8081, upstream proxy's `grpcServerPort`; 0 picks a
 /// free port, for tests).
-pub const PORT_KEY: &str = "ringmq.grpc.port";
-pub const DEFAULT_PORT: u16 = 8081;
+pub const PORT_KEY: &str = grpc_keys::PORT;
+pub const DEFAULT_PORT: u16 = grpc_keys::DEFAULT_PORT;
 /// How long a stopping endpoint lets calls in flight finish.
 pub const SHUTDOWN_GRACE_MS: u64 = 2000;
 /// Largest gRPC message accepted: a batch of 4 MiB bodies with their properties.
@@ -39,7 +40,8 @@ impl GrpcSettings {
     pub fn from_broker(ctx: &BrokerContext) -> Result<Self, String> {
         let extra = |k: &str| ctx.config.extra.get(k).map(|v| v.trim().to_string());
         let enable = match extra(ENABLE_KEY).as_deref() {
-            None | Some("true") => true,
+            None => grpc_keys::DEFAULT_ENABLE,
+            Some("true") => true,
             Some("false") => false,
             Some(v) => return Err(format!("{ENABLE_KEY}={v:?} is neither true nor false")),
         };
