@@ -751,17 +751,6 @@ pub(crate) fn plan_core_map(
     Ok((plan, applied))
 }
 
-/// The keys of the 5.x gRPC endpoint (`ringmq-grpc`, started beside the broker) and their
-/// defaults, kept here so GET_BROKER_CONFIG shows them and the endpoint reads the same.
-pub mod grpc_keys {
-    /// Whether the broker serves gRPC.
-    pub const ENABLE: &str = "ringmq.grpc.enable";
-    pub const DEFAULT_ENABLE: bool = true;
-    /// Its port (upstream proxy's `grpcServerPort`); 0 picks a free one.
-    pub const PORT: &str = "ringmq.grpc.port";
-    pub const DEFAULT_PORT: u16 = 8081;
-}
-
 /// Keys kept in `extra` and read by the part of the broker that owns them (the metrics
 /// endpoint, the transaction check service, the network core map, the network modes), so
 /// they are neither "unused" nor typos.
@@ -769,8 +758,8 @@ pub(crate) fn is_read_elsewhere(key: &str) -> bool {
     const KEYS: &[&str] = &[
         "ringmq.metricsPort",
         // The gRPC endpoint (ringmq-grpc), started beside the broker.
-        grpc_keys::ENABLE,
-        grpc_keys::PORT,
+        crate::grpc_keys::ENABLE,
+        crate::grpc_keys::PORT,
         "ringmq.aclPlainFile",
         // Where the ACL files live (`<rocketmqHome>/conf/plain_acl.yml`).
         "rocketmqHome",

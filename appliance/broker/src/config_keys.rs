@@ -113,12 +113,12 @@ pub(crate) fn ringmq_key_defaults() -> Vec<(&'static str, String)> {
         ),
         ("ringmq.metricsPort", "0".to_string()),
         (
-            crate::config::grpc_keys::ENABLE,
-            crate::config::grpc_keys::DEFAULT_ENABLE.to_string(),
+            crate::grpc_keys::ENABLE,
+            crate::grpc_keys::DEFAULT_ENABLE.to_string(),
         ),
         (
-            crate::config::grpc_keys::PORT,
-            crate::config::grpc_keys::DEFAULT_PORT.to_string(),
+            crate::grpc_keys::PORT,
+            crate::grpc_keys::DEFAULT_PORT.to_string(),
         ),
         (
             "ringmq.aclPlainFile",
@@ -213,7 +213,7 @@ mod tests {
                 continue;
             }
             // Read by ringmq-grpc, which takes its defaults from `grpc_keys` itself.
-            if key == crate::config::grpc_keys::ENABLE || key == crate::config::grpc_keys::PORT {
+            if key == crate::grpc_keys::ENABLE || key == crate::grpc_keys::PORT {
                 continue;
             }
             assert_eq!(key, "ringmq.metricsPort");

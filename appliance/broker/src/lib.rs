@@ -11,6 +11,7 @@ mod config_keys;
 pub mod context;
 pub mod disk_store;
 pub mod filter;
+pub mod grpc_keys;
 pub mod live_config;
 pub mod long_polling;
 pub mod metadata;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ringmq_broker::config::grpc_keys;
 use ringmq_broker::context::BrokerContext;
+use ringmq_broker::grpc_keys;
 use ringmq_broker::Broker;
 use ringmq_runtime::RequestHandler;
 use tokio::sync::oneshot;
