@@ -169,7 +169,8 @@ impl Cluster {
             format!(
                 "brokerClusterName={CLUSTER}\nbrokerName={BROKER}\nbrokerId=0\nlistenPort={broker_port}\n\
                  bindAddress=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n\
-                 storePathRootDir={}\nautoCreateTopicEnable=true\nautoCreateSubscriptionGroup=true\nmappedFileSizeCommitLog=67108864\n",
+                 storePathRootDir={}\nautoCreateTopicEnable=true\nautoCreateSubscriptionGroup=true\nmappedFileSizeCommitLog=67108864\n\
+                 ringmq.grpc.port=0\n",
                 dir.join("store").display()
             ),
         )
