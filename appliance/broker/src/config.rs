@@ -760,6 +760,8 @@ pub(crate) fn is_read_elsewhere(key: &str) -> bool {
         // The gRPC endpoint (ringmq-grpc), started beside the broker.
         crate::grpc_keys::ENABLE,
         crate::grpc_keys::PORT,
+        // Upstream proxy's send check of topic message types, read by ringmq-grpc.
+        crate::grpc_keys::TYPE_CHECK,
         "ringmq.aclPlainFile",
         // Where the ACL files live (`<rocketmqHome>/conf/plain_acl.yml`).
         "rocketmqHome",

@@ -8,3 +8,6 @@ pub const DEFAULT_ENABLE: bool = true;
 /// Its port (upstream proxy's `grpcServerPort`); 0 picks a free one.
 pub const PORT: &str = "ringmq.grpc.port";
 pub const DEFAULT_PORT: u16 = 8081;
+/// Upstream proxy's `enableTopicMessageTypeCheck`: a send must match its topic's
+/// `message.type` (default true).
+pub const TYPE_CHECK: &str = "enableTopicMessageTypeCheck";

@@ -33,30 +33,35 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-pub(crate) fn timestamp_ms(t: &prost_types::Timestamp) -> i64 {
-    t.seconds
+/// Milliseconds from protobuf's seconds and nanoseconds (saturating).
+fn join_ms(seconds: i64, nanos: i32) -> i64 {
+    seconds
         .saturating_mul(1000)
-        .saturating_add(i64::from(t.nanos / 1_000_000))
+        .saturating_add(i64::from(nanos / 1_000_000))
+}
+
+/// Milliseconds as protobuf's seconds and non-negative nanoseconds.
+fn split_ms(ms: i64) -> (i64, i32) {
+    let nanos = i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0);
+    (ms.div_euclid(1000), nanos)
+}
+
+pub(crate) fn timestamp_ms(t: &prost_types::Timestamp) -> i64 {
+    join_ms(t.seconds, t.nanos)
 }
 
 pub(crate) fn timestamp(ms: i64) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
-    }
+    let (seconds, nanos) = split_ms(ms);
+    prost_types::Timestamp { seconds, nanos }
 }
 
 pub(crate) fn duration_ms(d: &prost_types::Duration) -> i64 {
-    d.seconds
-        .saturating_mul(1000)
-        .saturating_add(i64::from(d.nanos / 1_000_000))
+    join_ms(d.seconds, d.nanos)
 }
 
 pub(crate) fn duration(ms: i64) -> prost_types::Duration {
-    prost_types::Duration {
-        seconds: ms.div_euclid(1000),
-        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
-    }
+    let (seconds, nanos) = split_ms(ms);
+    prost_types::Duration { seconds, nanos }
 }
 
 /// A topic name checked as the proxy checks it: valid characters and length, and not a

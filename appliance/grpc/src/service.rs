@@ -46,11 +46,18 @@ pub(crate) struct Inner {
     pub settings: Mutex<HashMap<Arc<str>, Settings>>,
     /// Round-robin position over write queues for sends without a message group.
     pub next_queue: AtomicUsize,
+    /// `enableTopicMessageTypeCheck` (default true), read once at start.
+    pub type_check: bool,
 }
 
 impl Messaging {
     pub(crate) fn new(ctx: Arc<BrokerContext>, bridge: Bridge, local_addr: SocketAddr) -> Self {
         let start = usize::try_from(crate::convert::now_ms()).unwrap_or(0) % 1024;
+        let type_check = ctx
+            .config
+            .extra
+            .get(send::TYPE_CHECK_KEY)
+            .is_none_or(|v| v.trim() != "false");
         Self {
             inner: Arc::new(Inner {
                 ctx,
@@ -58,6 +65,7 @@ impl Messaging {
                 local_addr,
                 settings: Mutex::new(HashMap::new()),
                 next_queue: AtomicUsize::new(start),
+                type_check,
             }),
         }
     }
@@ -81,6 +89,15 @@ impl Inner {
     pub(crate) fn client_settings(&self, client: &str) -> Option<Settings> {
         use ringmq_sync::LockExt;
         self.settings.lock_unpoisoned().get(client).cloned()
+    }
+
+    /// The `fifo` flag of a consumer's stored settings, without copying them.
+    pub(crate) fn subscription_fifo(&self, client: &str) -> Option<bool> {
+        use ringmq_sync::LockExt;
+        match &self.settings.lock_unpoisoned().get(client)?.pub_sub {
+            Some(settings::PubSub::Subscription(sub)) => sub.fifo,
+            _ => None,
+        }
     }
 
     pub(crate) fn store_settings(

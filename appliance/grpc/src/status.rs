@@ -26,6 +26,22 @@ pub(crate) fn is_ok(s: &Status) -> bool {
     s.code == Code::Ok as i32
 }
 
+/// The status of a response with per-entry statuses: their common one, MULTIPLE_RESULTS
+/// when they differ, INTERNAL_SERVER_ERROR (`empty`) when there are none.
+pub(crate) fn overall<'a>(
+    mut entries: impl Iterator<Item = Option<&'a Status>>,
+    empty: &str,
+) -> Status {
+    let Some(first) = entries.next().flatten().cloned() else {
+        return status(Code::InternalServerError, empty);
+    };
+    if entries.all(|s| s.map(|s| s.code) == Some(first.code)) {
+        first
+    } else {
+        status(Code::MultipleResults, "the entries have different results")
+    }
+}
+
 /// The v2 code for a broker answer with Remoting `code`.
 pub(crate) fn code_of(code: i32) -> Code {
     use ResponseCode as R;
@@ -97,5 +113,22 @@ mod tests {
             (Code::Forbidden as i32, "no permission to write")
         );
         assert_eq!(from_remoting(0, None), ok());
+    }
+
+    #[test]
+    fn per_entry_statuses_aggregate_to_one_or_multiple_results() {
+        let busy = status(Code::TooManyRequests, "busy");
+        assert_eq!(
+            overall([Some(&ok()), Some(&ok())].into_iter(), "none"),
+            ok()
+        );
+        assert_eq!(overall([Some(&busy)].into_iter(), "none"), busy);
+        let mixed = overall([Some(&ok()), Some(&busy)].into_iter(), "none");
+        assert_eq!(mixed.code, Code::MultipleResults as i32);
+        let empty = overall(std::iter::empty(), "none");
+        assert_eq!(
+            (empty.code, empty.message.as_str()),
+            (Code::InternalServerError as i32, "none")
+        );
     }
 }

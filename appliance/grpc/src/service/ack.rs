@@ -13,7 +13,7 @@ use super::Inner;
 use crate::convert::{check_group, check_topic, duration_ms, now_ms, MAX_INVISIBLE_MS};
 use crate::metadata::Caller;
 use crate::pb::*;
-use crate::status::{from_remoting, ok, status};
+use crate::status::{from_remoting, ok, overall, status};
 
 /// A receipt handle taken apart.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,17 +127,10 @@ pub(super) async fn ack(
             status: Some(s),
         });
     }
-    let status = match entries.first().and_then(|e| e.status.clone()) {
-        None => status(Code::InternalServerError, "ack message result is empty"),
-        Some(first)
-            if entries
-                .iter()
-                .all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code)) =>
-        {
-            first
-        }
-        Some(_) => status(Code::MultipleResults, "the entries have different results"),
-    };
+    let status = overall(
+        entries.iter().map(|e| e.status.as_ref()),
+        "ack message result is empty",
+    );
     AckMessageResponse {
         status: Some(status),
         entries,

@@ -113,13 +113,8 @@ fn plan(inner: &Inner, caller: &Caller, request: &ReceiveMessageRequest) -> Resu
         ));
     }
     let config = inner.ctx.groups.get(&group);
-    let settings = inner.client_settings(&caller.client_id);
-    let fifo = settings
-        .as_ref()
-        .and_then(|s| match &s.pub_sub {
-            Some(settings::PubSub::Subscription(sub)) => sub.fifo,
-            _ => None,
-        })
+    let fifo = inner
+        .subscription_fifo(&caller.client_id)
         .unwrap_or_else(|| config.as_ref().is_some_and(|g| g.consume_message_orderly));
     let max_attempts = config
         .as_ref()

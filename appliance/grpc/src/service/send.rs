@@ -17,12 +17,12 @@ use super::Inner;
 use crate::convert::{check_topic, message_type_of, now_ms, outgoing, Outgoing};
 use crate::metadata::Caller;
 use crate::pb::*;
-use crate::status::{from_remoting, ok, status};
+use crate::status::{from_remoting, ok, overall, status};
 
 /// Messages per SendMessage request.
 pub(crate) const MAX_MESSAGES_PER_SEND: usize = 1024;
 /// `enableTopicMessageTypeCheck`: whether a send must match its topic's `message.type`.
-pub(crate) const TYPE_CHECK_KEY: &str = "enableTopicMessageTypeCheck";
+pub(crate) const TYPE_CHECK_KEY: &str = ringmq_broker::grpc_keys::TYPE_CHECK;
 
 pub(super) async fn send(
     inner: &Inner,
@@ -31,7 +31,10 @@ pub(super) async fn send(
 ) -> SendMessageResponse {
     match try_send(inner, caller, request).await {
         Ok(entries) => {
-            let status = overall(&entries);
+            let status = overall(
+                entries.iter().map(|e| e.status.as_ref()),
+                "send status is empty",
+            );
             SendMessageResponse {
                 status: Some(status),
                 entries,
@@ -41,22 +44,6 @@ pub(super) async fn send(
             status: Some(s),
             entries: Vec::new(),
         },
-    }
-}
-
-/// One code for all entries, or MULTIPLE_RESULTS.
-fn overall(entries: &[SendResultEntry]) -> Status {
-    let first = entries.first().and_then(|e| e.status.clone());
-    match first {
-        Some(s)
-            if entries
-                .iter()
-                .all(|e| e.status.as_ref().map(|x| x.code) == Some(s.code)) =>
-        {
-            s
-        }
-        Some(_) => status(Code::MultipleResults, "the messages have different results"),
-        None => status(Code::InternalServerError, "send status is empty"),
     }
 }
 
@@ -135,13 +122,7 @@ fn check_message_type(
     tc: &ringmq_remoting::body::topic::TopicConfig,
     first: &Outgoing,
 ) -> Result<(), Status> {
-    let enabled = inner
-        .ctx
-        .config
-        .extra
-        .get(TYPE_CHECK_KEY)
-        .is_none_or(|v| v.trim() != "false");
-    if !enabled
+    if !inner.type_check
         || topic.starts_with("%RETRY%")
         || topic.starts_with("%DLQ%")
         || first.properties.contains_key(keys::TRANSFER_FLAG)
