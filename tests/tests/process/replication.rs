@@ -439,6 +439,31 @@ fn wait_ha_status(set: &ReplicaSet, slaves: usize, caught_up: bool) -> String {
     text
 }
 
+/// Waits until the master has picked where some slave's transfer starts (`haStatus`'s
+/// `#TransferFromWhere` column reads `from`). A slave registers with the name server before
+/// its HA connection reports an offset, and the start is chosen from the master's max
+/// offset at that report, so writes sent before it would move the start.
+fn wait_transfer_from(set: &ReplicaSet, from: u64) {
+    wait_until(
+        &format!("haStatus shows a slave transferring from {from}"),
+        Duration::from_secs(20),
+        SHORT,
+        || {
+            let text = admin(set, &["haStatus", "-c", &set.cluster])?;
+            let started = text
+                .lines()
+                .skip_while(|l| !l.starts_with("#SlaveAddr"))
+                .skip(1)
+                .any(|r| r.split_whitespace().last() == Some(from.to_string().as_str()));
+            if started {
+                Ok(())
+            } else {
+                Err(text)
+            }
+        },
+    );
+}
+
 fn ok_sends(all: &[Sent]) -> Vec<&Sent> {
     all.iter()
         .filter(|s| s.status == Some(SendStatus::SendOk))
@@ -564,12 +589,13 @@ fn after_a_master_kill_every_acknowledged_message_is_read_from_the_slaves() {
     );
 
     // A second slave beside a master that already has data starts at its last segment.
+    let last_segment_at_join = end_first - end_first % SEGMENT_BYTES;
     set.add_slave(2);
+    wait_transfer_from(&set, last_segment_at_join);
     let second = send_load(&set, &topic, "b", 4, 1_500, &no_stop);
     assert_eq!(ok_sends(&second).len(), second.len(), "all acknowledged");
     let end = end_of(&master_store, &ok_sends(&second));
     let slave2_store = set.slave(2).store.clone();
-    let last_segment_at_join = end_first - end_first % SEGMENT_BYTES;
     assert_ranges_identical(&master_store, &slave2_store, last_segment_at_join, end);
     assert!(
         commit_log_bytes(&slave2_store, 0, 4).is_none_or(|b| b == [0; 4]),
