@@ -7,7 +7,8 @@
 //!
 //! Each worker thread runs its own compio runtime with its own producer/consumer and
 //! connections, so the hot path has no cross-thread traffic; threads ship one snapshot per
-//! report interval to the main thread, which prints and aggregates.
+//! report interval to the main thread, which prints and aggregates. With `--grpc` the
+//! workers speak the 5.x gRPC protocol instead, on tokio runtimes (`bench/grpc.rs`).
 //!
 //! Before and after the run the main thread reads every master broker's runtime info
 //! (GET_BROKER_RUNTIME_INFO) and reports what the brokers did meanwhile — append batches,
@@ -36,6 +37,8 @@ use ringmq_client::message::{now_ms, Message, MessageQueue, SendStatus};
 use ringmq_client::pop::{PopConsumer, PopConsumerConfig};
 use ringmq_client::producer::{Producer, ProducerConfig};
 use ringmq_client::transport::{ClientConfig, RemotingClient};
+
+mod grpc;
 
 /// Which side(s) of the broker to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -147,6 +150,13 @@ pub struct BenchArgs {
     /// Connect with TLS (the broker's port must be permissive or enforcing).
     #[arg(long)]
     pub tls: bool,
+    /// Speak RocketMQ 5.x's gRPC protocol to this endpoint (`HOST:PORT`, the broker's
+    /// `ringmq.grpc.port`) instead of Remoting: producers send with SendMessage, consumers
+    /// receive with ReceiveMessage and ack every message with AckMessage (one per message,
+    /// or one per receive with `--batch-ack`). `-n` still names the name server the broker
+    /// profile is read through.
+    #[arg(long = "grpc", value_name = "HOST:PORT")]
+    pub grpc: Option<String>,
     /// tls.properties with the tls.client.* keys (and tls.enable), as upstream's clients
     /// read it; default /etc/rocketmq/tls.properties.
     #[arg(long = "tls-config")]
@@ -204,6 +214,14 @@ impl BenchArgs {
         if let Some(r) = self.rate_per_sec {
             if !(r > 0.0 && r.is_finite()) {
                 return bad(format!("-r {r}: the rate must be a positive number"));
+            }
+        }
+        if self.grpc.is_some() {
+            if !matches!(self.send_mode, SendMode::Sync | SendMode::Batch) {
+                return bad("--grpc sends with --send-mode sync or batch (SendMessage is a unary call: -w of them in flight is the async load)".into());
+            }
+            if self.tls || self.access_key.is_some() {
+                return bad("--grpc speaks plain gRPC without an ACL signature".into());
             }
         }
         if let Err(e) = self.tls_check() {
@@ -676,15 +694,17 @@ fn share(total: usize, parts: usize, i: usize) -> usize {
 
 /// Ships a snapshot every interval while the worker runs; the worker ships the last one
 /// itself the moment it finishes, so the run's elapsed time ends with the work.
-async fn reporter(
+/// `sleep` is the worker runtime's timer (compio's, or tokio's for `--grpc`).
+async fn reporter<F: std::future::Future>(
     stats: Rc<Stats>,
     done: Rc<Cell<bool>>,
     every: Duration,
     id: usize,
     tx: mpsc::Sender<(usize, Snapshot)>,
+    sleep: impl Fn(Duration) -> F,
 ) {
     loop {
-        compio::time::sleep(every).await;
+        sleep(every).await;
         if done.get() || tx.send((id, stats.take(false))).is_err() {
             return;
         }
@@ -692,13 +712,31 @@ async fn reporter(
 }
 
 /// Raises `control.stop` at the run's deadline (one timer per worker thread instead of a
-/// clock read per request).
-async fn deadline_watch(control: Arc<Control>) {
+/// clock read per request); `sleep` is the worker runtime's timer.
+async fn deadline_watch<F: std::future::Future>(
+    control: Arc<Control>,
+    sleep: impl FnOnce(Duration) -> F,
+) {
     let left = control.deadline.saturating_duration_since(Instant::now());
     if !left.is_zero() {
-        compio::time::sleep(left).await;
+        sleep(left).await;
     }
     control.stop.store(true, Ordering::Relaxed);
+}
+
+/// Open loop: the intended start of the next request of `per_request` messages at `rate`
+/// messages/s from `started` (latency counts from it, so a stalled broker shows up as
+/// latency instead of silently lowering the send rate). None in a closed loop.
+fn next_intended(
+    rate: Option<f64>,
+    started: Instant,
+    next_slot: &Cell<u64>,
+    per_request: u64,
+) -> Option<Instant> {
+    let r = rate?;
+    let slot = next_slot.get();
+    next_slot.set(slot + per_request);
+    Some(started + Duration::from_secs_f64(slot as f64 / r))
 }
 
 /// Marks the worker finished and ships its final snapshot.
@@ -750,11 +788,15 @@ fn producer_thread(
     tx: mpsc::Sender<(usize, Snapshot)>,
     ready: mpsc::Sender<Result<()>>,
 ) {
+    if args.grpc.is_some() {
+        let side = grpc::Side::Producer;
+        return grpc::worker_thread(side, args, thread_no, control, id, tx, ready);
+    }
     let Some(rt) = worker_runtime(&ready) else {
         return;
     };
     rt.block_on(async move {
-        compio::runtime::spawn(deadline_watch(control.clone())).detach();
+        compio::runtime::spawn(deadline_watch(control.clone(), compio::time::sleep)).detach();
         let connections = share(args.connections, args.threads, thread_no).max(1);
         let producer = Producer::new(ProducerConfig {
             group: args
@@ -836,13 +878,8 @@ async fn send_loop(
             control.stop.store(true, Ordering::Relaxed);
             break;
         }
-        // Open loop: each request has an intended start; latency counts from it, so a
-        // stalled broker shows up as latency instead of silently lowering the send rate.
-        let intended = match rate {
-            Some(r) => {
-                let slot = next_slot.get();
-                next_slot.set(slot + per_request);
-                let at = started + Duration::from_secs_f64(slot as f64 / r);
+        let intended = match next_intended(rate, started, &next_slot, per_request) {
+            Some(at) => {
                 let now = Instant::now();
                 if at > now {
                     compio::time::sleep(at - now).await;
@@ -931,11 +968,19 @@ fn stamped(template: &Message, send_us: u64) -> Message {
     let mut m = template.clone();
     if m.body.len() >= SEND_TIME_BYTES {
         let mut body = m.body.to_vec();
-        body[..4].copy_from_slice(SEND_TIME_TAG);
-        body[4..SEND_TIME_BYTES].copy_from_slice(&send_us.to_le_bytes());
+        stamp(&mut body, send_us);
         m.body = Bytes::from(body);
     }
     m
+}
+
+/// Writes the send-time stamp at the start of `body` (one at least `SEND_TIME_BYTES` long;
+/// shorter bodies are left as they are).
+fn stamp(body: &mut [u8], send_us: u64) {
+    if body.len() >= SEND_TIME_BYTES {
+        body[..4].copy_from_slice(SEND_TIME_TAG);
+        body[4..SEND_TIME_BYTES].copy_from_slice(&send_us.to_le_bytes());
+    }
 }
 
 /// End-to-end latency of a consumed message: from the stamped send time in microseconds
@@ -955,20 +1000,38 @@ fn make_body(len: usize) -> Vec<u8> {
     (0..len).map(|i| b'a' + (i % 26) as u8).collect()
 }
 
-/// Tells the run this worker is ready and starts its periodic reports; returns the
-/// worker's stats and the flag that ends the reports.
+/// Tells the run this worker is ready and starts its periodic reports on the compio
+/// runtime; returns the worker's stats and the flag that ends the reports.
 fn start_reporting(
     args: &BenchArgs,
     id: usize,
     tx: &mpsc::Sender<(usize, Snapshot)>,
     ready: &mpsc::Sender<Result<()>>,
 ) -> (Rc<Stats>, Rc<Cell<bool>>) {
+    let (stats, done, report) = reporting(args, id, tx, ready, compio::time::sleep);
+    compio::runtime::spawn(report).detach();
+    (stats, done)
+}
+
+/// Tells the run this worker is ready; returns the worker's stats, the flag that ends the
+/// reports, and the report loop for the worker's runtime to spawn (`sleep` is its timer).
+fn reporting<F: std::future::Future>(
+    args: &BenchArgs,
+    id: usize,
+    tx: &mpsc::Sender<(usize, Snapshot)>,
+    ready: &mpsc::Sender<Result<()>>,
+    sleep: fn(Duration) -> F,
+) -> (
+    Rc<Stats>,
+    Rc<Cell<bool>>,
+    impl std::future::Future<Output = ()>,
+) {
     let _ = ready.send(Ok(()));
     let stats = Rc::new(Stats::new());
     let done = Rc::new(Cell::new(false));
     let every = Duration::from_secs(args.report_interval_secs.max(1));
-    compio::runtime::spawn(reporter(stats.clone(), done.clone(), every, id, tx.clone())).detach();
-    (stats, done)
+    let report = reporter(stats.clone(), done.clone(), every, id, tx.clone(), sleep);
+    (stats, done, report)
 }
 
 /// Popping tasks per broker in one consumer thread: pops in flight at once, so an ack
@@ -988,7 +1051,7 @@ fn pop_consumer_thread(
         return;
     };
     rt.block_on(async move {
-        compio::runtime::spawn(deadline_watch(control.clone())).detach();
+        compio::runtime::spawn(deadline_watch(control.clone(), compio::time::sleep)).detach();
         let consumer = PopConsumer::new(PopConsumerConfig {
             group: args
                 .group
@@ -1077,6 +1140,10 @@ fn consumer_thread(
     tx: mpsc::Sender<(usize, Snapshot)>,
     ready: mpsc::Sender<Result<()>>,
 ) {
+    if args.grpc.is_some() {
+        let side = grpc::Side::Consumer;
+        return grpc::worker_thread(side, args, thread_no, control, id, tx, ready);
+    }
     if args.pop {
         return pop_consumer_thread(args, control, id, tx, ready);
     }
@@ -1084,7 +1151,7 @@ fn consumer_thread(
         return;
     };
     rt.block_on(async move {
-        compio::runtime::spawn(deadline_watch(control.clone())).detach();
+        compio::runtime::spawn(deadline_watch(control.clone(), compio::time::sleep)).detach();
         let consumer = PullConsumer::new(PullConsumerConfig {
             group: args
                 .group

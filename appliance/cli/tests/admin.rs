@@ -138,6 +138,8 @@ struct Cluster {
     broker: Option<Child>,
     ns_addr: String,
     broker_addr: String,
+    /// The broker's 5.x gRPC endpoint.
+    grpc_addr: String,
 }
 
 const CLUSTER: &str = "AdminCluster";
@@ -154,6 +156,7 @@ impl Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let ns_port = closed_port();
         let broker_port = free_broker_port();
+        let grpc_port = closed_port();
         let ns_conf = dir.join("namesrv.conf");
         std::fs::write(
             &ns_conf,
@@ -170,7 +173,7 @@ impl Cluster {
                 "brokerClusterName={CLUSTER}\nbrokerName={BROKER}\nbrokerId=0\nlistenPort={broker_port}\n\
                  bindAddress=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n\
                  storePathRootDir={}\nautoCreateTopicEnable=true\nautoCreateSubscriptionGroup=true\nmappedFileSizeCommitLog=67108864\n\
-                 ringmq.grpc.port=0\n",
+                 ringmq.grpc.port={grpc_port}\n",
                 dir.join("store").display()
             ),
         )
@@ -193,11 +196,13 @@ impl Cluster {
             broker: None,
             ns_addr: format!("127.0.0.1:{ns_port}"),
             broker_addr: format!("127.0.0.1:{broker_port}"),
+            grpc_addr: format!("127.0.0.1:{grpc_port}"),
         };
         let namesrv = c.namesrv.insert(spawn("namesrv", &ns_conf, "namesrv.log"));
         wait_for_port(ns_port, "namesrv", namesrv, &dir.join("namesrv.log"));
         let broker = c.broker.insert(spawn("broker", &broker_conf, "broker.log"));
         wait_for_port(broker_port, "broker", broker, &dir.join("broker.log"));
+        wait_for_port(grpc_port, "broker gRPC", broker, &dir.join("broker.log"));
         c
     }
 

@@ -12,6 +12,7 @@ use ringmq_broker::grpc_keys;
 use ringmq_broker::Broker;
 use ringmq_runtime::RequestHandler;
 use tokio::sync::oneshot;
+use tonic::transport::server::TcpIncoming;
 
 use crate::bridge::BridgeThread;
 use crate::pb::messaging_service_server::MessagingServiceServer;
@@ -158,14 +159,22 @@ fn serve(listener: TcpListener, service: Messaging, stopped: oneshot::Receiver<(
                 return;
             }
         };
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // Accepted sockets get TCP_NODELAY here: the builder's `tcp_nodelay` applies only
+        // to listeners tonic binds itself. Without it a small answer written after another
+        // waits for the client's delayed ACK (milliseconds per AckMessage).
+        let incoming = match TcpIncoming::from_listener(listener, true, None) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!("gRPC endpoint cannot adopt its listener: {e}");
+                return;
+            }
+        };
         let svc = MessagingServiceServer::new(service)
             .max_decoding_message_size(MAX_DECODING_BYTES)
             .max_encoding_message_size(MAX_DECODING_BYTES);
         let (drain, draining) = oneshot::channel::<()>();
         let server = tokio::spawn(
             tonic::transport::Server::builder()
-                .tcp_nodelay(true)
                 .add_service(svc)
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = draining.await;

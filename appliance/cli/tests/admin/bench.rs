@@ -66,6 +66,58 @@ fn bench_modes_run_against_a_live_cluster() {
     assert_eq!(number(&e2e, "failures"), 0, "{e2e:?}");
 }
 
+/// `--grpc`: the same loads over the 5.x protocol. A producer's SendMessage calls, then a
+/// consumer group receiving and acking what was sent (one AckMessage per message, then one
+/// per receive), then e2e; every run counts messages and no failure.
+#[test]
+fn bench_over_grpc_sends_receives_and_acks() {
+    let cluster = Cluster::start();
+    cluster.wait_registered();
+    let created = cluster.admin(&[
+        "updateTopic",
+        "-c",
+        CLUSTER,
+        "-t",
+        "BenchCli",
+        "-r",
+        "4",
+        "-w",
+        "4",
+    ]);
+    assert_eq!(created.code, 0, "{}", created.describe());
+    let run = |mode: &str, extra: &[&str]| {
+        let mut args = vec!["--grpc", cluster.grpc_addr.as_str()];
+        args.extend_from_slice(extra);
+        let out = bench(&cluster, mode, &args);
+        assert_eq!(out.code, 0, "{}", out.describe());
+        let s = summary(&out);
+        assert!(number(&s, "messages") > 0, "{}", out.describe());
+        assert_eq!(number(&s, "failures"), 0, "{}", out.describe());
+        s
+    };
+    let produced = run("producer", &[]);
+    assert_eq!(
+        number(&produced, "bytes"),
+        number(&produced, "messages") * 100
+    );
+    let half = (number(&produced, "messages") / 2).max(1).to_string();
+    run("consumer", &["-g", "BenchGrpcG", "-m", &half]);
+    run(
+        "consumer",
+        &["-g", "BenchGrpcG", "-m", &half, "--batch-ack"],
+    );
+    run("e2e", &["-g", "BenchGrpcE2e"]);
+
+    // Flags gRPC cannot honour are refused up front (exit 1, the reason on stderr).
+    let oneway = bench(
+        &cluster,
+        "producer",
+        &["--grpc", &cluster.grpc_addr, "--send-mode", "oneway"],
+    );
+    assert_eq!(oneway.code, 1, "{}", oneway.describe());
+    assert!(oneway.stderr.contains("--grpc"), "{}", oneway.describe());
+}
+
 /// `--help` exits 0, a bad mode exits 2 (clap's usage error), and an unreachable name
 /// server fails with exit 1 and names the address instead of hanging.
 #[test]

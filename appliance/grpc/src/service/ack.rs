@@ -101,6 +101,9 @@ fn names(
     Ok((group, topic))
 }
 
+/// Entries of one AckMessage acked at once (a batch of a receive is at most 32).
+const ACKS_IN_FLIGHT_PER_REQUEST: usize = 64;
+
 pub(super) async fn ack(
     inner: &Inner,
     caller: &Caller,
@@ -115,17 +118,23 @@ pub(super) async fn ack(
             }
         }
     };
+    // The entries are acked concurrently, as upstream's proxy does: one bridge pass then
+    // carries a whole batch instead of one round trip per entry. At most
+    // ACKS_IN_FLIGHT_PER_REQUEST at once, so one request cannot fill the bridge's queue.
     let mut entries = Vec::with_capacity(request.entries.len());
-    for e in &request.entries {
-        let s = match Handle::live(&e.receipt_handle) {
-            Ok(h) => ack_handle(inner, caller, &group, &topic, &h).await,
-            Err(s) => s,
-        };
-        entries.push(AckMessageResultEntry {
-            message_id: e.message_id.clone(),
-            receipt_handle: e.receipt_handle.clone(),
-            status: Some(s),
+    for chunk in request.entries.chunks(ACKS_IN_FLIGHT_PER_REQUEST) {
+        let acks = chunk.iter().map(|e| async {
+            let s = match Handle::live(&e.receipt_handle) {
+                Ok(h) => ack_handle(inner, caller, &group, &topic, &h).await,
+                Err(s) => s,
+            };
+            AckMessageResultEntry {
+                message_id: e.message_id.clone(),
+                receipt_handle: e.receipt_handle.clone(),
+                status: Some(s),
+            }
         });
+        entries.extend(futures_util::future::join_all(acks).await);
     }
     let status = overall(
         entries.iter().map(|e| e.status.as_ref()),
