@@ -326,6 +326,12 @@ broker_config! {
     pop_ck_offset_max_queue_size: u32 = "popCkOffsetMaxQueueSize", 20_000;
     /// `timerPrecisionMs`: slot length of the timing wheel.
     timer_precision_ms: u32 = "timerPrecisionMs", 1000;
+    /// `recallMessageEnable`: RECALL_MESSAGE may cancel a parked timer message (off by
+    /// default, as upstream).
+    recall_message_enable: bool = "recallMessageEnable", false;
+    /// `allowRecallWhenBrokerNotWriteable`: recalls are served while brokerPermission
+    /// forbids writes.
+    allow_recall_when_broker_not_writeable: bool = "allowRecallWhenBrokerNotWriteable", true;
     /// `timerMaxDelaySec`: longest accepted timer delay.
     timer_max_delay_sec: u32 = "timerMaxDelaySec", 259_200;
     /// `timerCongestNumEachSlot`: slot count from which timer sends meet flow control.

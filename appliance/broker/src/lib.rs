@@ -20,6 +20,7 @@ pub mod persist;
 pub mod pop;
 pub mod processor;
 pub mod random;
+pub mod recall;
 pub mod register;
 pub mod retry;
 pub mod schedule;

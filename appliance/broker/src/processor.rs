@@ -71,6 +71,7 @@ pub(crate) fn dispatch_after_queue(
         C::PeekMessage => crate::pop::peek::peek_message(ctx, &request),
         C::PollingInfo => crate::pop::peek::polling_info(ctx, &request),
         C::BatchAckMessage => crate::pop::batch_ack::batch_ack_message(ctx, request, rc),
+        C::RecallMessage => crate::recall::recall_message(ctx, request, rc),
         _ => match admin::process(ctx, &request, rc) {
             Some(reply) => reply,
             None => match crate::acl::process(ctx, &request) {

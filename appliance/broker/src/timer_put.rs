@@ -205,3 +205,75 @@ pub fn refusal(status: PutMessageStatus, settings: &TimerPutSettings) -> (Respon
 #[cfg(test)]
 #[path = "timer_put_tests.rs"]
 mod tests;
+
+/// A message the broker writes itself (a POP checkpoint or ack, a recall's delete request):
+/// where it goes, what it says, and the timer properties that park it.
+pub struct BrokerTimerMessage<'a> {
+    pub topic: String,
+    pub queue_id: i32,
+    /// With `TIMER_DELIVER_MS` (or another timer key) set.
+    pub props: MessageProperties,
+    pub body: &'a [u8],
+    pub born_host: std::net::SocketAddr,
+}
+
+/// The put of `m` after the timer transform (parked in the timer topic, or to its own topic
+/// when its time has come), with the transform's outcome.
+pub fn broker_timer_put(
+    ctx: &crate::context::BrokerContext,
+    m: BrokerTimerMessage<'_>,
+) -> Result<(TimerPut, ringmq_store::PutRequest), (ResponseCode, String)> {
+    let BrokerTimerMessage {
+        mut topic,
+        mut queue_id,
+        mut props,
+        body,
+        born_host,
+    } = m;
+    let settings = TimerPutSettings::from_config(&ctx.config);
+    let now_ms = crate::persist::now_ms();
+    let parked = transform(
+        &mut props,
+        &mut topic,
+        &mut queue_id,
+        now_ms,
+        &settings,
+        |t| ctx.timer.slot_num(t),
+    )
+    .map_err(|status| refusal(status, &settings))?;
+    let mut prop_bytes = Vec::with_capacity(160);
+    props.encode_into(&mut prop_bytes);
+    let fields = ringmq_remoting::message::record::RecordFields {
+        queue_id,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp_ms: now_ms,
+        born_host,
+        store_timestamp_ms: 0,
+        store_host: ctx.store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        topic: &topic,
+        properties: &prop_bytes,
+    };
+    let mut records = bytes::BytesMut::with_capacity(fields.encoded_size());
+    ringmq_remoting::message::record::encode_record(&fields, &mut records).map_err(|e| {
+        (
+            ResponseCode::SystemError,
+            format!("a broker-made message to {topic} cannot be encoded: {e}"),
+        )
+    })?;
+    let put = ringmq_store::PutRequest {
+        topic,
+        queue_id,
+        sys_flag: 0,
+        records,
+        record_count: 1,
+        keys: None,
+        wait_store_msg_ok: true,
+    };
+    Ok((parked, put))
+}

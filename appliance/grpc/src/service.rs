@@ -305,12 +305,12 @@ impl MessagingService for Messaging {
 
     async fn recall_message(
         &self,
-        _request: Request<RecallMessageRequest>,
+        request: Request<RecallMessageRequest>,
     ) -> Answered<RecallMessageResponse> {
-        Ok(Response::new(RecallMessageResponse {
-            status: Some(not_implemented("RecallMessage")),
-            message_id: String::new(),
-        }))
+        let caller = caller_or!(request, RecallMessageResponse);
+        Ok(Response::new(
+            send::recall(&self.inner, &caller, request.get_ref()).await,
+        ))
     }
 
     async fn sync_lite_subscription(

@@ -1,6 +1,7 @@
 # needs: namesrv broker
 # timeout: 150
 # client: python5
+# broker-conf: recallMessageEnable=true
 """grpc_sdk5_send_receive_python5 — the official 5.x Python SDK (gRPC, rocketmq-python-client
 5.1.2) sends and receives through the broker's gRPC endpoint.
 
@@ -10,7 +11,9 @@ of one message group, and a delay message due in 3 s. A SimpleConsumer receives 
 message with everything intact (body digest checked by the SDK: not corrupted, delivery attempt
 1), changes its invisible duration and acks it; nothing comes back after the ack. A PushConsumer
 of a new group gets the five FIFO messages in order; another SimpleConsumer gets the delay
-message no earlier than 2 s after the send (the SDK sends whole seconds). A send to a FIFO topic
+message no earlier than 2 s after the send (the SDK sends whole seconds), and never a second
+delay message of the same time that the Producer recalled with its receipt's recall handle
+(RecallMessage; `recallMessageEnable=true`). A send to a FIFO topic
 without a message group is refused by the SDK or the broker, never stored as FIFO. Fails on any
 missing, altered, duplicated or early message.
 """
@@ -63,6 +66,13 @@ def body(cleanups):
     d.topic, d.body, d.delivery_timestamp = "GrpcDelay", b"later", int(time.time()) + 3
     delay_sent = time.time()
     p.send(d)
+    r = Message()
+    r.topic, r.body, r.delivery_timestamp = "GrpcDelay", b"recalled", d.delivery_timestamp
+    to_recall = p.send(r)
+    check(to_recall.recall_handle, "no recall handle in a delay message's send receipt")
+    recalled_id = p.recall_message("GrpcDelay", to_recall.recall_handle)
+    check(recalled_id == to_recall.message_id,
+          f"recall answered {recalled_id}, sent {to_recall.message_id}")
     refused = False
     try:
         n = Message()
@@ -102,11 +112,15 @@ def body(cleanups):
         time.sleep(0.2)
     check(pushed == [f"fifo-{i}".encode() for i in range(5)], f"FIFO order broken: {pushed}")
 
-    _, late = drain(cfg, "GrpcDelayGroup", "GrpcDelay", 1, 30, cleanups)
+    dc, late = drain(cfg, "GrpcDelayGroup", "GrpcDelay", 1, 30, cleanups)
     check(len(late) == 1 and late[0][0].body == b"later", f"delay message: {late}")
     waited = late[0][1] - delay_sent
     check(waited >= 2.0, f"the delay message came after {waited:.1f} s, before its time")
-    return f"normal, FIFO (push, in order) and delay ({waited:.1f} s) delivered intact"
+    # Both were due in the same second: the recalled one would have come by now.
+    extra = dc.receive(16, 15)
+    check(not extra, f"a recalled message was delivered: {[m.body for m in extra]}")
+    return (f"normal, FIFO (push, in order) and delay ({waited:.1f} s) delivered intact; "
+            "the recalled delay message never came")
 
 
 run(body, timeout=140)

@@ -5,15 +5,14 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use ringmq_remoting::message::properties::{keys, MessageProperties};
-use ringmq_remoting::message::record::{self, RecordFields, StoredRecord};
+use ringmq_remoting::message::record::StoredRecord;
 use ringmq_remoting::pop::{self, AckMsg, PopCheckPoint, ACK_TAG, BATCH_ACK_TAG, CK_TAG};
 use ringmq_store::{PutMessageStatus, PutRequest, PutResult};
 
 use super::buffer::Held;
 use crate::context::BrokerContext;
-use crate::timer_put::{self, TimerPut, TimerPutSettings};
+use crate::timer_put::{self, BrokerTimerMessage};
 
 /// How long the revive thread waits for one of its puts.
 const PUT_WAIT: Duration = Duration::from_secs(10);
@@ -68,8 +67,6 @@ fn revive_put(
     body: String,
     deliver_ms: i64,
 ) -> Result<PutRequest, String> {
-    let mut topic = pop::revive_topic(&ctx.config.broker_cluster_name);
-    let mut queue_id = revive_qid;
     let mut props = MessageProperties::new();
     let bad = |e: ringmq_remoting::message::properties::PropertyError| e.to_string();
     props.insert(keys::TAGS, tags).map_err(bad)?;
@@ -77,38 +74,17 @@ fn revive_put(
     props
         .insert(keys::TIMER_DELIVER_MS, &deliver_ms.to_string())
         .map_err(bad)?;
-    let settings = TimerPutSettings::from_config(&ctx.config);
-    let now_ms = crate::persist::now_ms();
-    match timer_put::transform(
-        &mut props,
-        &mut topic,
-        &mut queue_id,
-        now_ms,
-        &settings,
-        |t| ctx.timer.slot_num(t),
-    ) {
-        Ok(TimerPut::Parked { .. } | TimerPut::Immediate | TimerPut::NotTimer) => {}
-        Err(status) => return Err(timer_put::refusal(status, &settings).1),
-    }
-    let mut prop_bytes = Vec::with_capacity(128);
-    props.encode_into(&mut prop_bytes);
-    let fields = RecordFields {
-        queue_id,
-        flag: 0,
-        queue_offset: 0,
-        physical_offset: 0,
-        sys_flag: 0,
-        born_timestamp_ms: now_ms,
-        born_host: ctx.store_host,
-        store_timestamp_ms: 0,
-        store_host: ctx.store_host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
+    let message = BrokerTimerMessage {
+        topic: pop::revive_topic(&ctx.config.broker_cluster_name),
+        queue_id: revive_qid,
+        props,
         body: body.as_bytes(),
-        topic: &topic,
-        properties: &prop_bytes,
+        born_host: ctx.store_host,
     };
-    encode_put(topic.clone(), queue_id, &fields)
+    // Parked, or (a revive time already passed) straight to the revive queue.
+    timer_put::broker_timer_put(ctx, message)
+        .map(|(_, put)| put)
+        .map_err(|(_, why)| why)
 }
 
 /// The retry copy of `rec` (a popped message nobody acked) for POP retry topic
@@ -133,24 +109,6 @@ pub fn retry_put(
             .map_err(|e| e.to_string())?;
     }
     crate::retry::encode_copy(ctx, rec, retry_topic.to_string(), 0, &props).map_err(|(_, why)| why)
-}
-
-fn encode_put(
-    topic: String,
-    queue_id: i32,
-    fields: &RecordFields<'_>,
-) -> Result<PutRequest, String> {
-    let mut records = BytesMut::with_capacity(fields.encoded_size());
-    record::encode_record(fields, &mut records).map_err(|e| e.to_string())?;
-    Ok(PutRequest {
-        topic,
-        queue_id,
-        sys_flag: 0,
-        records,
-        record_count: 1,
-        keys: None,
-        wait_store_msg_ok: true,
-    })
 }
 
 /// Puts and waits (for the revive thread, never a network core).

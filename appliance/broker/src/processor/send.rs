@@ -47,6 +47,8 @@ struct Prepared {
     /// Record sizes (batches only), to compute each member's offsetMsgId.
     sizes: Vec<u32>,
     uniq_key: Option<String>,
+    /// The recall handle of a parked timer message (single sends only, as upstream).
+    recall_handle: Option<String>,
     keys: Option<String>,
     wait_store_msg_ok: bool,
 }
@@ -136,6 +138,7 @@ pub fn process(
     let ctx2 = ctx.clone();
     let sizes = prepared.sizes;
     let uniq_key = prepared.uniq_key;
+    let recall_handle = prepared.recall_handle;
     ctx.store.put(
         put,
         Box::new(move |result: PutResult| {
@@ -144,7 +147,10 @@ pub fn process(
                 response,
                 response_queue_id,
                 &sizes,
-                uniq_key.as_deref(),
+                SendIds {
+                    uniq_key: uniq_key.as_deref(),
+                    recall_handle: recall_handle.as_deref(),
+                },
                 &result,
             );
             if result.status_is_stored() {
@@ -449,6 +455,7 @@ fn prepare_single(
     }
 
     let mut records = BytesMut::new();
+    let mut recall_handle = None;
     let encoded = PROPS_SCRATCH.with(|scratch| {
         let mut props = scratch.borrow_mut();
         props.clear();
@@ -463,6 +470,10 @@ fn prepare_single(
             }
             properties::encode_entry_into(&mut props, keys::CLUSTER, &config.broker_cluster_name);
         } else {
+            if let Some(parked) = &timer_props {
+                recall_handle =
+                    crate::recall::RecallHandle::for_parked(parked, &config.broker_name, &uniq_key);
+            }
             let mut map = timer_props
                 .take()
                 .unwrap_or_else(|| MessageProperties::parse(raw));
@@ -527,6 +538,7 @@ fn prepare_single(
         record_count: 1,
         sizes: Vec::new(),
         uniq_key: Some(uniq_key),
+        recall_handle,
         keys: keys_owned,
         wait_store_msg_ok: wait,
     })
@@ -616,6 +628,7 @@ fn prepare_batch(
         record_count: items.len() as u32,
         sizes,
         uniq_key,
+        recall_handle: None,
         keys: None,
         wait_store_msg_ok: wait,
     })
@@ -636,14 +649,24 @@ fn member_props_with_cluster(out: &mut Vec<u8>, own: &[u8], cluster: &str) {
 
 /// The send response for a store outcome (store.md §5.7). `queueId` is the queue the producer
 /// asked for and `queueOffset` the offset in the queue actually written, as upstream answers.
+/// The ids a send answer names besides the offset message id.
+#[derive(Clone, Copy)]
+struct SendIds<'a> {
+    /// The message's UNIQ_KEY (`transactionId` in the answer).
+    uniq_key: Option<&'a str>,
+    /// A parked timer message's recall handle.
+    recall_handle: Option<&'a str>,
+}
+
 fn put_response(
     ctx: &BrokerContext,
     mut response: RemotingCommand,
     response_queue_id: i32,
     sizes: &[u32],
-    uniq_key: Option<&str>,
+    ids: SendIds<'_>,
     result: &PutResult,
 ) -> RemotingCommand {
+    let uniq_key = ids.uniq_key;
     use PutMessageStatus as S;
     let (code, remark): (ResponseCode, Option<String>) = match result.status {
         S::PutOk => (ResponseCode::Success, None),
@@ -708,8 +731,12 @@ fn put_response(
         let region = ctx.config.region_id.as_str();
         let f = &mut response.ext_fields;
         *f = ringmq_remoting::ExtFields::with_capacities(
-            6,
-            msg_id.len() + region.len() + uniq_key.map_or(0, str::len) + 96,
+            7,
+            msg_id.len()
+                + region.len()
+                + uniq_key.map_or(0, str::len)
+                + ids.recall_handle.map_or(0, str::len)
+                + 112,
         );
         f.insert_str("msgId", &msg_id);
         let mut digits = [0u8; I64_DECIMAL_BYTES];
@@ -720,6 +747,9 @@ fn put_response(
         f.insert_str("queueOffset", decimal(&mut digits, result.queue_offset));
         if let Some(u) = uniq_key {
             f.insert_str("transactionId", u);
+        }
+        if let Some(h) = ids.recall_handle {
+            f.insert_str("recallHandle", h);
         }
         f.insert_str(keys::MSG_REGION, region);
         f.insert_str(
@@ -966,6 +996,37 @@ mod tests {
             .remark
             .unwrap()
             .starts_with("[TIMEOUT_CLEAN_QUEUE]"));
+    }
+
+    /// A parked timer message's answer carries its recall handle (one past its slot, this
+    /// broker, its UNIQ_KEY); a plain or delay-level message's carries none.
+    #[test]
+    fn timer_message_answer_carries_a_recall_handle() {
+        let (ctx, _store) = test_context(BrokerConfig::default());
+        let at = crate::persist::now_ms() + 60_000;
+        let props = format!("TIMER_DELIVER_MS\u{1}{at}\u{2}UNIQ_KEY\u{1}U1\u{2}");
+        let resp = run(&ctx, v2("TopicA", &props));
+        assert_eq!(resp.command.code, 0, "{:?}", resp.command.remark);
+        let handle = resp
+            .command
+            .ext_fields
+            .get("recallHandle")
+            .expect("a handle");
+        let h = crate::recall::RecallHandle::decode(handle).unwrap();
+        let precision = ctx.config.timer_precision_ms as i64;
+        let out_ms = crate::timer_put::round_to_slot(at, precision);
+        assert_eq!(h.topic, "TopicA");
+        assert_eq!(h.broker_name, ctx.config.broker_name);
+        assert_eq!(h.timestamp, (out_ms + 1).to_string());
+        assert_eq!(h.message_id, "U1");
+        for plain in [
+            "UNIQ_KEY\u{1}U2\u{2}",
+            "DELAY\u{1}3\u{2}UNIQ_KEY\u{1}U3\u{2}",
+        ] {
+            let resp = run(&ctx, v2("TopicA", plain));
+            assert_eq!(resp.command.code, 0);
+            assert_eq!(resp.command.ext_fields.get("recallHandle"), None);
+        }
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! SendMessage: the proxy's checks, the topic's message type, the queue choice (a message
 //! group hashes to its queue, as Guava's `consistentHash` of the group's Java hash), then
 //! SEND_MESSAGE_V2 (one message) or SEND_BATCH_MESSAGE (several) to the broker. Each
-//! message gets its own result entry.
+//! message gets its own result entry, with the recall handle of a parked delay message.
+//! RecallMessage cancels one by that handle (RECALL_MESSAGE).
 
 use std::sync::atomic::Ordering;
 
 use ringmq_remoting::codes::RequestCode;
-use ringmq_remoting::header::send::SendMessageRequestHeaderV2;
+use ringmq_remoting::header::send::{RecallMessageRequestHeader, SendMessageRequestHeaderV2};
 use ringmq_remoting::message::batch::encode_batch_item;
 use ringmq_remoting::message::id::decode_offset_msg_id;
 use ringmq_remoting::message::properties::keys;
@@ -140,6 +141,66 @@ fn check_message_type(
     ))
 }
 
+/// RecallMessage: RECALL_MESSAGE with the handle a delay message's send answered with;
+/// on a checked topic only a DELAY (or MIXED) topic takes it, as upstream's proxy.
+pub(super) async fn recall(
+    inner: &Inner,
+    caller: &Caller,
+    request: &RecallMessageRequest,
+) -> RecallMessageResponse {
+    match recall_call(inner, caller, request).await {
+        Ok(message_id) => RecallMessageResponse {
+            status: Some(ok()),
+            message_id,
+        },
+        Err(s) => RecallMessageResponse {
+            status: Some(s),
+            message_id: String::new(),
+        },
+    }
+}
+
+async fn recall_call(
+    inner: &Inner,
+    caller: &Caller,
+    request: &RecallMessageRequest,
+) -> Result<String, Status> {
+    let topic = request.topic.as_ref().map_or("", |t| t.name.as_str());
+    check_topic(topic, inner.ctx.topics.is_system_topic(topic))?;
+    let tc = inner.ctx.topics.select(topic).ok_or_else(|| {
+        status(
+            Code::TopicNotFound,
+            format!("No topic route info for the topic: {topic}"),
+        )
+    })?;
+    let expected = topic_message_type(&tc);
+    if inner.type_check && expected != "MIXED" && expected != "DELAY" {
+        return Err(status(
+            Code::MessagePropertyConflictWithType,
+            format!("TopicMessageType validate failed, the expected type is {expected}, but actual type is DELAY"),
+        ));
+    }
+    let header = RecallMessageRequestHeader {
+        producer_group: None,
+        topic: topic.to_string(),
+        recall_handle: request.recall_handle.clone(),
+        rpc: Default::default(),
+    };
+    let recall =
+        RemotingCommand::request(RequestCode::RecallMessage.code(), 0).with_header(&header);
+    let answer = inner.call(caller, recall).await?;
+    let code = answer.command.code;
+    if code != ResponseCode::Success.code() {
+        return Err(from_remoting(code, answer.command.remark.as_deref()));
+    }
+    Ok(answer
+        .command
+        .ext_fields
+        .get("msgId")
+        .unwrap_or_default()
+        .to_string())
+}
+
 fn build(
     inner: &Inner,
     topic: &str,
@@ -224,7 +285,7 @@ fn entries(
                 message_id,
                 transaction_id,
                 offset: queue_offset,
-                recall_handle: String::new(),
+                recall_handle: field("recallHandle").to_string(),
             }
         })
         .collect()
