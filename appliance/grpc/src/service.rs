@@ -5,6 +5,7 @@
 
 mod ack;
 mod client;
+mod offset;
 mod receive;
 mod route;
 mod send;
@@ -220,39 +221,52 @@ impl MessagingService for Messaging {
 
     async fn pull_message(
         &self,
-        _request: Request<PullMessageRequest>,
+        request: Request<PullMessageRequest>,
     ) -> Answered<Self::PullMessageStream> {
-        let frame = PullMessageResponse {
-            content: Some(pull_message_response::Content::Status(not_implemented(
-                "PullMessage",
-            ))),
+        let frames = match Caller::of(&request) {
+            Ok(caller) => offset::pull(&self.inner, &caller, request.get_ref()).await,
+            Err(s) => vec![PullMessageResponse {
+                content: Some(pull_message_response::Content::Status(s)),
+            }],
         };
-        Ok(Response::new(Box::pin(tokio_stream::iter([Ok(frame)]))))
+        Ok(Response::new(Box::pin(tokio_stream::iter(
+            frames.into_iter().map(Ok),
+        ))))
     }
 
     async fn update_offset(
         &self,
-        _request: Request<UpdateOffsetRequest>,
+        request: Request<UpdateOffsetRequest>,
     ) -> Answered<UpdateOffsetResponse> {
-        Ok(Response::new(UpdateOffsetResponse {
-            status: Some(not_implemented("UpdateOffset")),
-        }))
+        let caller = caller_or!(request, UpdateOffsetResponse);
+        let s = offset::update(&self.inner, &caller, request.get_ref()).await;
+        Ok(Response::new(UpdateOffsetResponse { status: Some(s) }))
     }
 
-    async fn get_offset(&self, _request: Request<GetOffsetRequest>) -> Answered<GetOffsetResponse> {
+    async fn get_offset(&self, request: Request<GetOffsetRequest>) -> Answered<GetOffsetResponse> {
+        let caller = caller_or!(request, GetOffsetResponse);
+        let (status, offset) = match offset::get(&self.inner, &caller, request.get_ref()).await {
+            Ok(o) => (crate::status::ok(), o),
+            Err(s) => (s, 0),
+        };
         Ok(Response::new(GetOffsetResponse {
-            status: Some(not_implemented("GetOffset")),
-            offset: 0,
+            status: Some(status),
+            offset,
         }))
     }
 
     async fn query_offset(
         &self,
-        _request: Request<QueryOffsetRequest>,
+        request: Request<QueryOffsetRequest>,
     ) -> Answered<QueryOffsetResponse> {
+        let caller = caller_or!(request, QueryOffsetResponse);
+        let (status, offset) = match offset::query(&self.inner, &caller, request.get_ref()).await {
+            Ok(o) => (crate::status::ok(), o),
+            Err(s) => (s, 0),
+        };
         Ok(Response::new(QueryOffsetResponse {
-            status: Some(not_implemented("QueryOffset")),
-            offset: 0,
+            status: Some(status),
+            offset,
         }))
     }
 

@@ -623,13 +623,158 @@ fn grpc_refusals_carry_the_v2_codes() {
         .unwrap()
         .into_inner();
     assert_eq!(code(&end.status), Code::InvalidTransactionId);
-    // RPCs this broker does not serve answer NOT_IMPLEMENTED, not a transport error.
     let get = g
         .runtime
         .block_on(c.get_offset(with_id("c", GetOffsetRequest::default())))
         .unwrap()
         .into_inner();
-    assert_eq!(code(&get.status), Code::NotImplemented);
+    assert_eq!(code(&get.status), Code::IllegalTopic, "{:?}", get.status);
+    // RPCs this broker does not serve answer NOT_IMPLEMENTED, not a transport error.
+    let lite = g
+        .runtime
+        .block_on(c.sync_lite_subscription(with_id("c", SyncLiteSubscriptionRequest::default())))
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(&lite.status), Code::NotImplemented);
+}
+
+/// PullMessage from queue offsets, the group's stored offset (UpdateOffset, GetOffset) and
+/// a queue's offsets (QueryOffset) agree with what was sent.
+#[test]
+fn grpc_pull_and_offsets_follow_the_queues() {
+    let g = Grpc::start("");
+    let topic = unique("TopicGrpcPull");
+    let group = unique("CG-pull");
+    g.create_topic(&topic, 2, "NORMAL");
+    let mut c = g.client();
+    for i in 0..4 {
+        let r = send(&g, &mut c, "p", vec![message(&topic, &format!("pull-{i}"))]);
+        assert_eq!(code(&r.status), Code::Ok, "{:?}", r.status);
+    }
+    let mq = |id: i32| MessageQueue {
+        topic: resource(&topic),
+        id,
+        ..Default::default()
+    };
+    let query = |c: &mut Client, id: i32, policy: QueryOffsetPolicy, at_ms: Option<i64>| {
+        let request = QueryOffsetRequest {
+            message_queue: Some(mq(id)),
+            query_offset_policy: policy as i32,
+            timestamp: at_ms.map(|ms| prost_types::Timestamp {
+                seconds: ms / 1000,
+                nanos: 0,
+            }),
+        };
+        let r = g
+            .runtime
+            .block_on(c.query_offset(with_id("c", request)))
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::Ok, "{:?}", r.status);
+        r.offset
+    };
+    let pull = |c: &mut Client, id: i32, offset: i64, poll_ms: i64| {
+        let request = PullMessageRequest {
+            group: resource(&group),
+            message_queue: Some(mq(id)),
+            offset,
+            batch_size: 32,
+            filter_expression: Some(FilterExpression {
+                r#type: FilterType::Tag as i32,
+                expression: "*".into(),
+            }),
+            long_polling_timeout: Some(prost_types::Duration {
+                seconds: poll_ms / 1000,
+                nanos: (poll_ms % 1000) as i32 * 1_000_000,
+            }),
+        };
+        g.runtime.block_on(async {
+            let mut stream = c
+                .pull_message(with_id("c", request))
+                .await
+                .expect("pull")
+                .into_inner();
+            let mut frames = Vec::new();
+            while let Some(f) = stream.message().await.expect("stream") {
+                frames.push(f.content.expect("frame content"));
+            }
+            frames
+        })
+    };
+    let mut total = 0;
+    for id in 0..2 {
+        assert_eq!(query(&mut c, id, QueryOffsetPolicy::Beginning, None), 0);
+        let end = query(&mut c, id, QueryOffsetPolicy::End, None);
+        let at = query(&mut c, id, QueryOffsetPolicy::Timestamp, Some(0));
+        assert!((0..=end).contains(&at), "offset at time 0: {at}, end {end}");
+        total += end;
+
+        let frames = pull(&mut c, id, 0, 0);
+        let Some(pull_message_response::Content::Status(s)) = frames.first() else {
+            panic!("the first frame is not the status: {frames:?}")
+        };
+        let bodies: Vec<String> = frames
+            .iter()
+            .filter_map(|f| match f {
+                pull_message_response::Content::Message(m) => {
+                    Some(String::from_utf8(m.body.clone()).unwrap())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(bodies.len() as i64, end, "{s:?}");
+        assert!(bodies.iter().all(|b| b.starts_with("pull-")), "{bodies:?}");
+        assert_eq!(
+            frames.last(),
+            Some(&pull_message_response::Content::NextOffset(end))
+        );
+        // At the end of the queue: nothing, and the same next offset, after the long poll.
+        let frames = pull(&mut c, id, end, 500);
+        let Some(pull_message_response::Content::Status(s)) = frames.first() else {
+            panic!("no status: {frames:?}")
+        };
+        assert_eq!(s.code, Code::MessageNotFound as i32, "{s:?}");
+        assert_eq!(
+            frames.last(),
+            Some(&pull_message_response::Content::NextOffset(end))
+        );
+
+        let get = |c: &mut Client| {
+            let request = GetOffsetRequest {
+                group: resource(&group),
+                message_queue: Some(mq(id)),
+            };
+            g.runtime
+                .block_on(c.get_offset(with_id("c", request)))
+                .unwrap()
+                .into_inner()
+        };
+        assert_eq!(code(&get(&mut c).status), Code::OffsetNotFound);
+        let update = UpdateOffsetRequest {
+            group: resource(&group),
+            message_queue: Some(mq(id)),
+            offset: end,
+        };
+        let r = g
+            .runtime
+            .block_on(c.update_offset(with_id("c", update)))
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::Ok, "{:?}", r.status);
+        let got = get(&mut c);
+        assert_eq!((code(&got.status), got.offset), (Code::Ok, end));
+    }
+    assert_eq!(total, 4, "every message is in one of the two queues");
+    let bad = pull(&mut c, 0, -1, 0);
+    assert!(
+        matches!(&bad[..], [pull_message_response::Content::Status(s)] if s.code == Code::IllegalOffset as i32),
+        "{bad:?}"
+    );
+    let no_queue = pull(&mut c, -1, 0, 0);
+    assert!(
+        matches!(&no_queue[..], [pull_message_response::Content::Status(s)] if s.code == Code::BadRequest as i32),
+        "{no_queue:?}"
+    );
 }
 
 #[test]
