@@ -647,8 +647,6 @@ fn member_props_with_cluster(out: &mut Vec<u8>, own: &[u8], cluster: &str) {
     properties::encode_entry_into(out, keys::CLUSTER, cluster);
 }
 
-/// The send response for a store outcome (store.md §5.7). `queueId` is the queue the producer
-/// asked for and `queueOffset` the offset in the queue actually written, as upstream answers.
 /// The ids a send answer names besides the offset message id.
 #[derive(Clone, Copy)]
 struct SendIds<'a> {
@@ -658,6 +656,8 @@ struct SendIds<'a> {
     recall_handle: Option<&'a str>,
 }
 
+/// The send response for a store outcome (store.md §5.7). `queueId` is the queue the producer
+/// asked for and `queueOffset` the offset in the queue actually written, as upstream answers.
 fn put_response(
     ctx: &BrokerContext,
     mut response: RemotingCommand,

@@ -130,8 +130,16 @@ fn check_message_type(
     {
         return Ok(());
     }
+    type_matches(tc, message_type_of(&first.properties))
+}
+
+/// `actual` against the topic's `message.type` (MIXED takes any), as upstream's
+/// `TopicMessageTypeValidator`.
+fn type_matches(
+    tc: &ringmq_remoting::body::topic::TopicConfig,
+    actual: &str,
+) -> Result<(), Status> {
     let expected = topic_message_type(tc);
-    let actual = message_type_of(&first.properties);
     if expected == "MIXED" || expected == actual {
         return Ok(());
     }
@@ -173,12 +181,8 @@ async fn recall_call(
             format!("No topic route info for the topic: {topic}"),
         )
     })?;
-    let expected = topic_message_type(&tc);
-    if inner.type_check && expected != "MIXED" && expected != "DELAY" {
-        return Err(status(
-            Code::MessagePropertyConflictWithType,
-            format!("TopicMessageType validate failed, the expected type is {expected}, but actual type is DELAY"),
-        ));
+    if inner.type_check {
+        type_matches(&tc, "DELAY")?;
     }
     let header = RecallMessageRequestHeader {
         producer_group: None,
