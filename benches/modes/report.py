@@ -354,10 +354,11 @@ def mode_ratios(rows):
         if s and a:
             out.append(("SYNC_FLUSH / ASYNC_FLUSH (%s)" % wm, ratio(s["tps"], a["tps"]), 0.8))
     names = {r["name"]: r for r in rows if r.get("tps")}
-    sm, am = names.get("ASYNC_FLUSH/mmap+SYNC_MASTER"), names.get("ASYNC_FLUSH/mmap+ASYNC_MASTER")
-    if sm and am:
-        out.append(("SYNC_MASTER / ASYNC_MASTER (ASYNC_FLUSH, mmap)",
-                    ratio(sm["tps"], am["tps"]), 0.5))
+    for fl in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        sm, am = names.get(fl + "/mmap+SYNC_MASTER"), names.get(fl + "/mmap+ASYNC_MASTER")
+        if sm and am:
+            out.append(("SYNC_MASTER / ASYNC_MASTER (%s, mmap)" % fl,
+                        ratio(sm["tps"], am["tps"]), 0.5))
     plain = by.get(("ASYNC_FLUSH", "mmap"))
     for feature in ("ACL", "TLS"):
         cell = names.get("ASYNC_FLUSH/mmap+" + feature)
@@ -415,6 +416,39 @@ def replication_lag(samples):
     return out
 
 
+def ack_lag_window(info0, info1):
+    """The master's own replication-lag histogram over a window: the difference of
+    runtime info's `ringmq.haAckLagMsBuckets` ("bound:count" per bucket, cumulative since
+    the broker started) between two readings. Each count is one slave report, aged by the
+    oldest byte it acknowledged. Quantiles are bucket upper bounds (None above them all)."""
+    def parse(info):
+        out = []
+        for part in (info or {}).get("ringmq.haAckLagMsBuckets", "").split():
+            bound, _, n = part.partition(":")
+            out.append((None if bound == "inf" else float(bound), int(n)))
+        return out
+    before, after = parse(info0), parse(info1)
+    if not after:
+        return None
+    if len(before) != len(after):
+        before = [(b, 0) for b, _ in after]
+    counts = [(b, n1 - n0) for (b, n1), (_, n0) in zip(after, before)]
+    total = sum(n for _, n in counts)
+    if total <= 0:
+        return {"reports": 0}
+
+    def quantile(q):
+        rank, seen = max(1, math.ceil(total * q)), 0
+        for bound, n in counts:
+            seen += n
+            if seen >= rank:
+                return bound
+        return None
+    return {"reports": total, "p50_ms_le": quantile(0.5), "p99_ms_le": quantile(0.99),
+            "max_ms_le": quantile(1.0),
+            "within_5ms": sum(n for b, n in counts if b is not None and b <= 5.0) / float(total)}
+
+
 def thread_cpu_secs(before, after, clk_tck, prefix):
     """CPU seconds used in a window by the threads whose name starts with `prefix`."""
     total = 0
@@ -439,13 +473,22 @@ def _pct(v):
 def _lag_text(lag):
     if not lag:
         return "no lag samples"
-    text = "slave behind by p50 %s / p99 %s / max %s KiB" % (
-        _f(lag["diff_bytes_p50"] / 1024.0, "%.1f"), _f(lag["diff_bytes_p99"] / 1024.0, "%.1f"),
-        _f(lag["diff_bytes_max"] / 1024.0, "%.1f"))
+    if "diff_bytes_p50" not in lag:
+        text = "no HA status samples"
+    else:
+        text = "slave behind by p50 %s / p99 %s / max %s KiB" % (
+            _f(lag["diff_bytes_p50"] / 1024.0, "%.1f"),
+            _f(lag["diff_bytes_p99"] / 1024.0, "%.1f"),
+            _f(lag["diff_bytes_max"] / 1024.0, "%.1f"))
     if lag.get("lag_ms_p99") is not None:
         text += ", p50 %s / p99 %s / max %s ms" % (
             _f(lag["lag_ms_p50"], "%.2f"), _f(lag["lag_ms_p99"], "%.2f"),
             _f(lag["lag_ms_max"], "%.2f"))
+    ack = lag.get("broker")
+    if ack and ack.get("reports"):
+        le = lambda v: "> 5000" if v is None else "≤ %g" % v  # noqa: E731
+        text += "; measured by the master over %d slave reports: p50 %s / p99 %s / max %s ms" % (
+            ack["reports"], le(ack["p50_ms_le"]), le(ack["p99_ms_le"]), le(ack["max_ms_le"]))
     return text
 
 

@@ -97,9 +97,15 @@ def acl_file():
 
 
 def ha_cells():
-    """Replication cells, run only when the master listens on haListenPort."""
-    return [{"name": "ASYNC_FLUSH/mmap+%s" % role, "flush": "ASYNC_FLUSH", "write_mode": "mmap",
-             "role": role, "slave": True} for role in ("ASYNC_MASTER", "SYNC_MASTER")]
+    """Replication cells, run only when the master listens on haListenPort: both roles under
+    both flush types (mmap), and ASYNC_MASTER in direct mode, where the HA stage sends
+    from the write ring."""
+    cells = [{"name": "%s/mmap+%s" % (flush, role), "flush": flush, "write_mode": "mmap",
+              "role": role, "slave": True}
+             for flush in ("ASYNC_FLUSH", "SYNC_FLUSH") for role in ("ASYNC_MASTER", "SYNC_MASTER")]
+    cells.append({"name": "ASYNC_FLUSH/direct+ASYNC_MASTER", "flush": "ASYNC_FLUSH",
+                  "write_mode": "direct", "role": "ASYNC_MASTER", "slave": True})
+    return cells
 
 
 def settings(args):
@@ -114,7 +120,7 @@ def settings(args):
         "threads": args.threads,
         "size": args.size,
         "calibrate": args.concurrency is None and not quick,
-        "budget_secs": args.budget_secs or (240 if quick else 840),
+        "budget_secs": args.budget_secs or (360 if quick else 1260),
         "quick": quick,
     }
     if s["concurrency"] is None and not s["calibrate"]:
@@ -553,7 +559,8 @@ def measured_run(binary, cluster, s, concurrency=None, secs=None, rate=None):
     if rate:
         run["rate"] = rate
     if sampler:
-        run["replication"] = report.replication_lag(samples)
+        run["replication"] = report.replication_lag(samples) or {}
+        run["replication"]["broker"] = report.ack_lag_window(info0, info1)
         run["ha_status_errors"] = sampler.errors
     if summary is None:
         run["error"] = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["?"])[-1]
@@ -1017,7 +1024,7 @@ def run_compare(args, s, out):
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short cells, one pass (~2-3 min)")
+    ap.add_argument("--quick", action="store_true", help="short cells, one pass (~4-5 min)")
     ap.add_argument("--out", help="results folder (default benches/results/<timestamp>)")
     ap.add_argument("--binary", default=DEFAULT_BINARY, help="ringmq binary")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and configs, run nothing")

@@ -158,6 +158,20 @@ class MathTests(unittest.TestCase):
         self.assertEqual(lag["lag_samples"], 1)
         self.assertIsNone(report.replication_lag([]))
 
+    def test_ack_lag_window_diffs_the_masters_buckets(self):
+        info0 = {"ringmq.haAckLagMsBuckets": "1:10 5:0 inf:0"}
+        info1 = {"ringmq.haAckLagMsBuckets": "1:108 5:1 inf:1"}
+        got = report.ack_lag_window(info0, info1)
+        self.assertEqual(got["reports"], 100)
+        self.assertEqual(got["p50_ms_le"], 1.0)
+        self.assertEqual(got["p99_ms_le"], 5.0)
+        self.assertIsNone(got["max_ms_le"])
+        self.assertAlmostEqual(got["within_5ms"], 0.99)
+        self.assertIsNone(report.ack_lag_window({}, {}))
+        self.assertEqual(report.ack_lag_window(info1, info1), {"reports": 0})
+        text = report._lag_text(dict(report.replication_lag([(0.0, 0, 0)]), broker=got))
+        self.assertIn("p99 ≤ 5 / max > 5000 ms", text)
+
     def test_replication_ratio_keeps_base_cells_apart(self):
         rows = [{"name": "ASYNC_FLUSH/mmap", "flush": "ASYNC_FLUSH", "write_mode": "mmap",
                  "tps": 100.0},
@@ -166,10 +180,15 @@ class MathTests(unittest.TestCase):
                 {"name": "ASYNC_FLUSH/mmap+ASYNC_MASTER", "flush": "ASYNC_FLUSH",
                  "write_mode": "mmap", "tps": 60.0},
                 {"name": "ASYNC_FLUSH/mmap+SYNC_MASTER", "flush": "ASYNC_FLUSH",
+                 "write_mode": "mmap", "tps": 30.0},
+                {"name": "SYNC_FLUSH/mmap+ASYNC_MASTER", "flush": "SYNC_FLUSH",
+                 "write_mode": "mmap", "tps": 40.0},
+                {"name": "SYNC_FLUSH/mmap+SYNC_MASTER", "flush": "SYNC_FLUSH",
                  "write_mode": "mmap", "tps": 30.0}]
         got = dict((n, v) for n, v, _ in report.mode_ratios(rows))
         self.assertAlmostEqual(got["SYNC_FLUSH / ASYNC_FLUSH (mmap)"], 0.9)
         self.assertAlmostEqual(got["SYNC_MASTER / ASYNC_MASTER (ASYNC_FLUSH, mmap)"], 0.5)
+        self.assertAlmostEqual(got["SYNC_MASTER / ASYNC_MASTER (SYNC_FLUSH, mmap)"], 0.75)
 
     def test_acl_ratios_compare_with_the_plain_base_cell(self):
         rows = [{"name": "ASYNC_FLUSH/mmap", "flush": "ASYNC_FLUSH", "write_mode": "mmap",

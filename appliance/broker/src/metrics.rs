@@ -693,6 +693,9 @@ impl BrokerMetrics {
     /// ringmq keys (all numbers as text):
     /// - `ringmq.appendLockHoldUs`: "p50 p99 max" of the append critical section per batch,
     ///   µs, since the store opened;
+    /// - `ringmq.haAckLagMs`: "p50 p99 count" of the master's replication lag (the age of
+    ///   the oldest byte each slave report acknowledged), bucket upper bounds in ms, since
+    ///   the store opened; `ringmq.haAckLagMsBuckets`: its counts, "bound:count" per bucket;
     /// - `ringmq.appendBatches`, `ringmq.appendRecords`: counters; `ringmq.recordsPerBatch`:
     ///   their ratio;
     /// - `ringmq.flushLatencyUs`: "p50 p99" per fdatasync/msync, µs; `ringmq.flushCount`,
@@ -953,6 +956,7 @@ impl BrokerMetrics {
             render_flush_stage(e, &p, s);
             render_store_backlog(e, s);
             render_append_perf(e, &s.append_perf);
+            render_replication_lag(e, s);
         }
         render_core_stats(e, &p.cores);
     }
@@ -1079,6 +1083,29 @@ fn stage_profile_info_into(t: &mut BTreeMap<String, String>, p: &StageProfile) {
             s.lock_hold_p50_us, s.lock_hold_p99_us, s.lock_hold_max_us
         ),
     );
+    let lag = (
+        &ringmq_store::HA_ACK_LAG_BOUNDS_MS[..],
+        &s.ha_ack_lag_counts[..],
+    );
+    put(
+        "ringmq.haAckLagMs",
+        format!(
+            "{} {} {}",
+            bucket_quantile(lag.0, lag.1, 0.5),
+            bucket_quantile(lag.0, lag.1, 0.99),
+            lag.1.iter().sum::<u64>()
+        ),
+    );
+    let buckets: Vec<String> = lag
+        .1
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match lag.0.get(i) {
+            Some(b) => format!("{b}:{n}"),
+            None => format!("inf:{n}"),
+        })
+        .collect();
+    put("ringmq.haAckLagMsBuckets", buckets.join(" "));
     put("ringmq.appendBatches", s.append_batches.to_string());
     put("ringmq.appendRecords", s.put_messages.to_string());
     put(
@@ -1178,6 +1205,41 @@ fn render_flush_stage(e: &mut Exposition, p: &StageProfile, s: &ringmq_store::St
         "Mean SYNC_FLUSH waiters completed per flush.",
     );
     e.sample("ringmq_flush_group_mean", &[], s.flush_group_mean);
+}
+
+/// The master's replication lag histogram (`ringmq_store::ha::lag`).
+fn render_replication_lag(e: &mut Exposition, s: &ringmq_store::StoreMetrics) {
+    const NAME: &str = "ringmq_ha_ack_lag_ms";
+    e.family(
+        NAME,
+        Kind::Histogram,
+        "Master: age, when a slave's report acknowledged it, of the oldest CommitLog byte the report acknowledged, in milliseconds.",
+    );
+    e.histogram(
+        NAME,
+        &[],
+        &ringmq_store::HA_ACK_LAG_BOUNDS_MS,
+        &s.ha_ack_lag_counts,
+        s.ha_ack_lag_sum_us as f64 / 1000.0,
+    );
+}
+
+/// Quantile `q` of a bucketed histogram as the bucket's upper bound ("inf" above them all,
+/// "-" when empty).
+fn bucket_quantile(bounds: &[f64], counts: &[u64], q: f64) -> String {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return "-".into();
+    }
+    let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, n) in counts.iter().enumerate() {
+        seen += n;
+        if seen >= rank {
+            return bounds.get(i).map_or("inf".into(), |b| format!("{b}"));
+        }
+    }
+    "inf".into()
 }
 
 /// What the store has not caught up with or refused: the reput lag, busy refusals, and the
@@ -1738,6 +1800,32 @@ mod tests {
         assert_eq!(kv["msgPutTotalYesterdayMorning"], "500");
         assert_eq!(kv["ringmq.appendLockHoldUs"], "0 0 0");
         assert_eq!(kv["ringmq.busyRefusals.OVERLOAD"], "0");
+    }
+
+    #[test]
+    fn replication_lag_is_in_runtime_info_and_on_metrics() {
+        let m = BrokerMetrics::new("C", "B");
+        let mut counts = [0u64; ringmq_store::HA_ACK_LAG_BUCKETS];
+        counts[0] = 90; // <= 0.25 ms
+        counts[6] = 9; // <= 5 ms
+        counts[ringmq_store::HA_ACK_LAG_BUCKETS - 1] = 1;
+        m.set_store_probe(Box::new(move || ringmq_store::StoreMetrics {
+            ha_ack_lag_counts: counts,
+            ha_ack_lag_sum_us: 9_000_000,
+            ..Default::default()
+        }));
+        let mut kv = BTreeMap::new();
+        m.runtime_info_into(&mut kv);
+        assert_eq!(kv["ringmq.haAckLagMs"], "0.25 5 100");
+        assert!(kv["ringmq.haAckLagMsBuckets"].starts_with("0.25:90 0.5:0 "));
+        assert!(kv["ringmq.haAckLagMsBuckets"].ends_with(" 5000:0 inf:1"));
+        let text = m.render(&BrokerGauges::default());
+        assert!(text.contains("ringmq_ha_ack_lag_ms_bucket{cluster=\"C\",node_type=\"broker\",node_id=\"B\",le=\"5\"} 99"), "{text}");
+        assert!(text.contains(
+            "ringmq_ha_ack_lag_ms_count{cluster=\"C\",node_type=\"broker\",node_id=\"B\"} 100"
+        ));
+        assert_eq!(bucket_quantile(&[1.0], &[0, 0], 0.99), "-");
+        assert_eq!(bucket_quantile(&[1.0], &[1, 1], 0.99), "inf");
     }
 
     #[test]

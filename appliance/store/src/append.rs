@@ -218,6 +218,11 @@ impl AppendStage {
 
     pub fn run(mut self) {
         crate::util::pin_current_thread(self.shared.config.append_core, "append");
+        if self.shared.config.broker_role == crate::config::BrokerRole::Slave {
+            // A slave's append stage writes what its HA client hands it: it is a link of
+            // the replication path and runs at the HA threads' priority.
+            crate::util::set_current_thread_nice(self.shared.config.ha_thread_nice, "append");
+        }
         let limits = BatchLimits::new(&self.shared.config);
         if let Some(ring) = &self.ring {
             ring.set_writer();
@@ -474,6 +479,7 @@ impl AppendStage {
         }
         self.shared.log.set_last_store_timestamp_ms(now);
         self.shared.log.set_max_offset(self.wrote);
+        self.shared.ha.record_publish(self.wrote);
     }
 
     /// Switches to the segment starting at the current write offset. Pending bytes of the

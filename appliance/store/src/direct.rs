@@ -33,6 +33,11 @@
 //! overwritten during its copy, and the discipline puts that prefix below
 //! `floor_page(written)`, i.e. in complete pages whose O_DIRECT write has completed and
 //! that are never rewritten (only the partial last page is rewritten, by the next flush).
+//!
+//! The HA sender streams recent bytes to slaves straight from the ring, without a copy:
+//! it pins the offset it sends from ([`DirectRing::send_pinned`]) and the writer's room
+//! ends at `floor_page(min(written, pin)) + ring_size` while the pin stands, so the bytes
+//! cannot be overwritten during the socket write.
 
 use crate::error::StoreError;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
@@ -68,6 +73,9 @@ const ROOM_PARK_TIMEOUT: Duration = Duration::from_millis(1);
 /// While waiting for room, the writer wakes the flusher again every this many parks.
 const ROOM_RENUDGE_PARKS: u32 = 8;
 
+/// `DirectRing::ha_pin` when the HA sender pins nothing.
+const NO_PIN: u64 = u64::MAX;
+
 fn floor_page(v: u64) -> u64 {
     v / OS_PAGE_SIZE * OS_PAGE_SIZE
 }
@@ -83,7 +91,11 @@ pub struct DirectRing {
     reserved: AtomicU64,
     /// End of the bytes whose O_DIRECT writes have completed (module doc).
     written: AtomicU64,
-    /// Set by the writer before it parks for ring room; the flusher unparks it.
+    /// Global offset the HA sender is sending from in place (`NO_PIN`: none); the writer
+    /// may not come round to it (module doc).
+    ha_pin: AtomicU64,
+    /// Set by the writer before it parks for ring room; the flusher (or the HA sender
+    /// dropping its pin) unparks it.
     room_wanted: AtomicBool,
     /// The append stage's thread (the only writer), unparked when room appears.
     writer: OnceLock<Thread>,
@@ -127,6 +139,7 @@ impl DirectRing {
             base: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
             written: AtomicU64::new(0),
+            ha_pin: AtomicU64::new(NO_PIN),
             room_wanted: AtomicBool::new(false),
             writer: OnceLock::new(),
             flusher: OnceLock::new(),
@@ -162,7 +175,8 @@ impl DirectRing {
 
     /// First global position the writer may not write yet (ring discipline, module doc).
     pub fn room_end(&self) -> u64 {
-        floor_page(self.written()) + self.size
+        let pin = self.ha_pin.load(Ordering::SeqCst);
+        floor_page(self.written().min(pin)) + self.size
     }
 
     /// Flusher: bytes up to `end` are in the files. Wakes the writer if it waits for room.
@@ -174,11 +188,73 @@ impl DirectRing {
         // SeqCst on both sides (here and in `wait_room`): either the writer sees the new
         // `written` on its re-check, or this sees `room_wanted` and unparks it.
         self.written.store(end, Ordering::SeqCst);
+        self.unpark_writer_if_waiting();
+    }
+
+    fn unpark_writer_if_waiting(&self) {
         if self.room_wanted.swap(false, Ordering::SeqCst) {
             if let Some(t) = self.writer.get() {
                 t.unpark();
             }
         }
+    }
+
+    /// HA sender: writes up to `len` bytes of global `[offset, ..)` to `fd` straight from
+    /// the ring, or returns `None` when they may already be overwritten (they are below
+    /// `floor_page(written)`, so in the segment file: send them from there). The caller
+    /// asks only for published bytes, so the writer never waits on the pin for bytes it
+    /// has yet to publish; the pin lasts one non-blocking `writev`.
+    ///
+    /// Why the check after the pin is enough: a writer room check that does not see the
+    /// pin comes before the pin's store in the SeqCst order, so it used a `written` no
+    /// newer than the one read here; its room then ends at or below
+    /// `floor_page(written) + size <= offset + size` and cannot reach the ring slots of
+    /// `[offset, offset + len)`. Every later check sees the pin and stops there too.
+    pub(crate) fn send_pinned(
+        &self,
+        fd: i32,
+        offset: u64,
+        len: usize,
+    ) -> Option<std::io::Result<usize>> {
+        assert!(
+            (len as u64) < self.size,
+            "a pinned send spans less than the ring"
+        );
+        self.ha_pin.store(offset, Ordering::SeqCst);
+        if offset < floor_page(self.written()) || offset < self.base.load(Ordering::Acquire) {
+            self.unpin();
+            return None;
+        }
+        let pos = (offset % self.size) as usize;
+        let first = len.min(self.size as usize - pos);
+        let iov = [
+            libc::iovec {
+                iov_base: self.ptr_at(offset) as *mut libc::c_void,
+                iov_len: first,
+            },
+            libc::iovec {
+                iov_base: self.base() as *mut libc::c_void,
+                iov_len: len - first,
+            },
+        ];
+        let count = if first < len { 2 } else { 1 };
+        // SAFETY: both iovecs lie inside the ring mapping (`pos + first <= size`,
+        // `len - first < size`); the pin keeps the writer off those slots until `unpin`
+        // (doc above), and `writev` only reads them.
+        let n = unsafe { libc::writev(fd, iov.as_ptr(), count) };
+        self.unpin();
+        Some(if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        })
+    }
+
+    /// Drops the HA sender's pin and wakes the writer if it waits for room (the same
+    /// SeqCst hand-shake as `publish_written`).
+    fn unpin(&self) {
+        self.ha_pin.store(NO_PIN, Ordering::SeqCst);
+        self.unpark_writer_if_waiting();
     }
 
     /// Registers the calling thread as the ring's only writer (append stage start-up).
@@ -1115,5 +1191,125 @@ mod tests {
         second.file().read_exact_at(&mut got, 0).unwrap();
         assert!(got == data[file_size as usize..]);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A pipe whose buffer holds one page, so a larger blocking write parks the sender.
+    fn one_page_pipe() -> (File, File) {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 returns.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: the descriptors were just returned to us and are owned by the Files.
+        let (r, w) = unsafe {
+            use std::os::fd::FromRawFd;
+            (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1]))
+        };
+        // SAFETY: plain fcntl on a pipe we own.
+        unsafe {
+            libc::fcntl(
+                w.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                OS_PAGE_SIZE as libc::c_int,
+            )
+        };
+        (r, w)
+    }
+
+    fn ring_holding(pages: u64, upto_pages: u64) -> Arc<DirectRing> {
+        let page = OS_PAGE_SIZE;
+        let ring = Arc::new(DirectRing::new((pages * page) as usize).unwrap());
+        ring.start_at(0);
+        let mut at = 0;
+        while at < upto_pages * page {
+            let end = (at + page).min(upto_pages * page);
+            // The least `written` that lets the writer reach `end` (ring discipline).
+            ring.publish_written(end.saturating_sub(pages * page));
+            let data: Vec<u8> = (at..end).map(byte_at).collect();
+            ring.write(at, &data);
+            at = end;
+        }
+        ring
+    }
+
+    /// While the HA sender writes from the ring, the flusher may move `written` past the
+    /// pinned bytes, but the writer's room stops short of them until the write returns;
+    /// the peer gets exactly the ring's bytes.
+    #[test]
+    fn a_pinned_send_keeps_the_writer_off_its_bytes_until_the_write_returns() {
+        let page = OS_PAGE_SIZE;
+        let ring = ring_holding(16, 12);
+        ring.publish_written(10 * page);
+        let (mut rx, tx) = one_page_pipe();
+        let sender = {
+            let r = Arc::clone(&ring);
+            std::thread::spawn(move || r.send_pinned(tx.as_raw_fd(), 10 * page, 2 * page as usize))
+        };
+        // The pipe takes one page; the sender blocks in writev holding its pin.
+        while ring.ha_pin.load(Ordering::SeqCst) == NO_PIN {
+            std::thread::yield_now();
+        }
+        ring.publish_written(14 * page);
+        assert_eq!(
+            ring.room_end(),
+            26 * page,
+            "the pin bounds the room, not `written`"
+        );
+        let writer = {
+            let r = Arc::clone(&ring);
+            std::thread::spawn(move || {
+                r.set_writer();
+                r.wait_room(28 * page, || {});
+                r.ha_pin.load(Ordering::SeqCst)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !writer.is_finished(),
+            "the writer got room over pinned bytes"
+        );
+        let mut got = vec![0u8; 2 * page as usize];
+        std::io::Read::read_exact(&mut rx, &mut got).unwrap();
+        let sent = sender
+            .join()
+            .unwrap()
+            .expect("bytes above written come from the ring");
+        assert_eq!(sent.unwrap(), 2 * page as usize);
+        assert_eq!(
+            writer.join().unwrap(),
+            NO_PIN,
+            "room came only after the unpin"
+        );
+        assert!(got.iter().zip(10 * page..).all(|(b, i)| *b == byte_at(i)));
+        assert_eq!(ring.room_end(), 30 * page);
+    }
+
+    /// A send may cross the ring's end (two iovecs); bytes below `floor_page(written)` are
+    /// refused, since the writer may already have come round to them.
+    #[test]
+    fn pinned_sends_cross_the_ring_end_and_refuse_bytes_the_writer_may_reuse() {
+        let page = OS_PAGE_SIZE;
+        let ring = ring_holding(16, 20);
+        assert_eq!(ring.written(), 4 * page);
+        let (mut rx, tx) = one_page_pipe();
+        // SAFETY: plain fcntl on a pipe we own (room for the whole send).
+        unsafe {
+            libc::fcntl(
+                tx.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                (4 * page) as libc::c_int,
+            )
+        };
+        let sent = ring
+            .send_pinned(tx.as_raw_fd(), 15 * page, 2 * page as usize)
+            .unwrap();
+        assert_eq!(sent.unwrap(), 2 * page as usize);
+        let mut got = vec![0u8; 2 * page as usize];
+        std::io::Read::read_exact(&mut rx, &mut got).unwrap();
+        assert!(got.iter().zip(15 * page..).all(|(b, i)| *b == byte_at(i)));
+        assert!(ring.send_pinned(tx.as_raw_fd(), 3 * page, 100).is_none());
+        assert_eq!(
+            ring.ha_pin.load(Ordering::SeqCst),
+            NO_PIN,
+            "a refused send leaves no pin"
+        );
     }
 }

@@ -65,4 +65,5 @@ pub use store::{ArrivalListener, MessageStore};
 pub use types::{
     AcceptAll, ArrivalEvent, Boundary, FileSpan, GetMessageResult, GetMessageStatus, HaSlaveStatus,
     HaStatus, MessageFilter, PutCallback, PutMessageStatus, PutRequest, PutResult, StoreMetrics,
+    HA_ACK_LAG_BOUNDS_MS, HA_ACK_LAG_BUCKETS,
 };

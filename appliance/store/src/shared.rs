@@ -283,6 +283,7 @@ impl Shared {
             .map(|h| (h.value_at_quantile(0.5), h.value_at_quantile(0.99)))
             .unwrap_or_default();
         let flushes = m.flush_count.load(Ordering::Relaxed);
+        let (ha_ack_lag_counts, ha_ack_lag_sum_us) = self.ha.ack_lag.snapshot();
         StoreMetrics {
             put_requests: m.put_requests.load(Ordering::Relaxed),
             put_messages: m.put_messages.load(Ordering::Relaxed),
@@ -307,6 +308,8 @@ impl Shared {
             writeable: self.is_writeable(),
             put_refusals: self.refusals.totals(),
             append_perf: m.append_perf.snapshot(),
+            ha_ack_lag_counts,
+            ha_ack_lag_sum_us,
         }
     }
 }

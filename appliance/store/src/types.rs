@@ -289,6 +289,14 @@ pub struct ArrivalEvent<'a> {
     pub properties: &'a [u8],
 }
 
+/// Upper bounds (ms) of the replication-lag buckets: the age of the oldest byte a slave's
+/// report acknowledged, measured by the master (`ha::lag`).
+pub const HA_ACK_LAG_BOUNDS_MS: [f64; 15] = [
+    0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 25.0, 50.0, 100.0, 250.0, 1000.0, 5000.0,
+];
+/// Buckets of that histogram: one per bound and one above them all.
+pub const HA_ACK_LAG_BUCKETS: usize = HA_ACK_LAG_BOUNDS_MS.len() + 1;
+
 /// A snapshot of store counters.
 #[derive(Debug, Clone, Default)]
 pub struct StoreMetrics {
@@ -316,6 +324,10 @@ pub struct StoreMetrics {
     /// Perf counters (context switches, page faults, ...) summed over the append stage's
     /// sampled critical sections (`ringmq.appendPerfSampleEvery`).
     pub append_perf: crate::perf_event::CounterTotals,
+    /// Master: slave acknowledgements per bucket of [`HA_ACK_LAG_BOUNDS_MS`] (not
+    /// cumulative) and the sum of their ages, since the store opened.
+    pub ha_ack_lag_counts: [u64; HA_ACK_LAG_BUCKETS],
+    pub ha_ack_lag_sum_us: u64,
 }
 
 /// One slave connected to this master's HA port.

@@ -2,13 +2,15 @@
 //! `haListenPort` and serves every connection with poll(2) over non-blocking sockets. Per
 //! slave it reads 8-byte max-offset reports (acks), picks the start position (a slave at 0
 //! starts at the master's last segment), and streams published CommitLog bytes in frames
-//! of at most `haTransferBatchSize`, straight from the segment file with sendfile(2) in
-//! mmap mode (from the write ring in direct mode), with heartbeats when idle, housekeeping
+//! of at most `haTransferBatchSize`, never through a buffer: sendfile(2) from the segment
+//! file in mmap mode; in direct mode from the write ring in place (pinned for the write)
+//! or, for bytes already written, from the file; with heartbeats when idle, housekeeping
 //! close of silent slaves and optional flow control. The append stage wakes it through
 //! `HaState::doorbell` after each publish while slaves are connected.
 
 use super::protocol::{encode_frame_header, ReportDecoder, FRAME_HEADER_SIZE_BYTES};
-use crate::config::WriteMode;
+use crate::commit_log::CommitLog;
+use crate::mapped_file::OS_PAGE_SIZE;
 use crate::shared::Shared;
 use crate::types::HaSlaveStatus;
 use ringmq_sync::LockExt;
@@ -123,7 +125,6 @@ struct MasterStage {
     heartbeat: Duration,
     housekeeping: Duration,
     batch_bytes: u64,
-    sendfile: bool,
     /// Earliest deadline of a SYNC_MASTER put waiting for an ack.
     next_waiter_deadline: Option<Instant>,
 }
@@ -135,7 +136,6 @@ impl MasterStage {
             heartbeat: Duration::from_millis(c.ha_send_heartbeat_interval_ms.max(1)),
             housekeeping: Duration::from_millis(c.ha_housekeeping_interval_ms.max(1)),
             batch_bytes: (c.ha_transfer_batch_size_bytes as u64).clamp(1, i32::MAX as u64),
-            sendfile: c.write_mode == WriteMode::Mmap,
             conns: Vec::new(),
             next_waiter_deadline: None,
             listener,
@@ -316,6 +316,9 @@ impl MasterStage {
             c.next_offset = Some(start);
             c.transfer_from = start;
         }
+        if let Some(prev) = c.ack_offset.filter(|prev| reported > *prev) {
+            self.shared.ha.record_ack(prev);
+        }
         c.ack_offset = Some(reported);
         self.shared
             .ha
@@ -419,42 +422,39 @@ impl MasterStage {
         Ok(false)
     }
 
-    /// Sends body bytes of the current frame from the CommitLog.
+    /// Sends body bytes of the current frame from the CommitLog, never through a buffer of
+    /// ours: mmap mode sends from the segment file (sendfile); direct mode sends bytes the
+    /// write ring holds from the ring in place (pinned for the write) and older ones, which
+    /// are in the file, with sendfile.
     fn send_body(&mut self, i: usize) -> Result<(), String> {
         let c = &mut self.conns[i];
         let Some(next) = c.next_offset else {
             return Err("frame without a position".into());
         };
-        let sent = if self.sendfile {
-            let seg = self
-                .shared
-                .log
-                .segment_for(next)
-                .ok_or_else(|| format!("no CommitLog segment holds offset {next}"))?;
-            let mut file_off = (next - seg.from_offset()) as libc::off_t;
-            // SAFETY: both descriptors are open for the call (the segment's Arc and the
-            // stream are held); `file_off` is a live off_t sendfile updates.
-            let n = unsafe {
-                libc::sendfile(
-                    c.stream.as_raw_fd(),
-                    seg.file().as_raw_fd(),
-                    &mut file_off,
-                    c.body_left as usize,
-                )
-            };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        } else {
-            let bytes = self
-                .shared
-                .log
-                .read(next, c.body_left as usize)
-                .ok_or_else(|| format!("CommitLog bytes at {next} are not readable"))?;
-            c.stream.write(&bytes)
+        let fd = c.stream.as_raw_fd();
+        let log = &self.shared.log;
+        let sent = match log.ring() {
+            None => sendfile_segment(log, fd, next, c.body_left),
+            Some(ring) => match ring.send_pinned(fd, next, c.body_left as usize) {
+                Some(sent) => sent,
+                None => {
+                    // Below floor_page(written): complete pages the flusher never rewrites.
+                    let on_disk =
+                        (ring.written() / OS_PAGE_SIZE * OS_PAGE_SIZE).saturating_sub(next);
+                    if on_disk > 0 {
+                        sendfile_segment(log, fd, next, c.body_left.min(on_disk))
+                    } else {
+                        // Only the partial page the log resumed in after a restart, which the
+                        // ring never held in full: one copy through CommitLog::read.
+                        let bytes = log
+                            .read(next, c.body_left as usize)
+                            .ok_or_else(|| format!("CommitLog bytes at {next} are not readable"))?;
+                        c.stream.write(&bytes)
+                    }
+                }
+            },
         };
+        let c = &mut self.conns[i];
         match sent {
             Ok(0) => {
                 return Err(format!(
@@ -471,5 +471,24 @@ impl MasterStage {
             Err(e) => return Err(format!("sending CommitLog bytes at {next} failed: {e}")),
         }
         Ok(())
+    }
+}
+
+/// sendfile(2) of up to `len` CommitLog bytes at `offset` (within one segment) to `fd`.
+fn sendfile_segment(log: &CommitLog, fd: i32, offset: u64, len: u64) -> io::Result<usize> {
+    let seg = log.segment_for(offset).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no CommitLog segment holds offset {offset}"),
+        )
+    })?;
+    let mut file_off = (offset - seg.from_offset()) as libc::off_t;
+    // SAFETY: both descriptors are open for the call (the segment's Arc is held and the
+    // caller holds the stream); `file_off` is a live off_t sendfile updates.
+    let n = unsafe { libc::sendfile(fd, seg.file().as_raw_fd(), &mut file_off, len as usize) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }

@@ -2,10 +2,12 @@
 //! DefaultHAService: [`protocol`] (the wire format, no I/O), [`master`] (the `ringmq-ha`
 //! stage that streams the CommitLog to slaves and collects their acks) and [`slave`] (the
 //! client that appends the master's bytes through the append stage), [`ack`] (SYNC_MASTER
-//! puts waiting for a slave's acknowledgement). `HaState` is what these threads share with
+//! puts waiting for a slave's acknowledgement), [`lag`] (how long slaves take to
+//! acknowledge what the master published). `HaState` is what these threads share with
 //! the append stage and the API; it sits below `Shared`, which holds it.
 
 pub mod ack;
+pub(crate) mod lag;
 pub mod master;
 pub mod protocol;
 pub mod slave;
@@ -41,6 +43,10 @@ pub(crate) struct HaState {
     pub slave_waiters: Mutex<VecDeque<Waiter>>,
     /// Master: where the HA server listens (once bound).
     pub listen_addr: OnceLock<SocketAddr>,
+    /// Master: publish times of recent CommitLog ends (append stage, while slaves are
+    /// connected) and the ages of what slaves acknowledge (HA stage).
+    pub publishes: lag::PublishTimeline,
+    pub ack_lag: lag::AckLagHistogram,
 }
 
 impl HaState {
@@ -56,6 +62,24 @@ impl HaState {
             stop: AtomicBool::new(false),
             listen_addr: OnceLock::new(),
             slave_waiters: Mutex::new(VecDeque::new()),
+            publishes: lag::PublishTimeline::new(),
+            ack_lag: lag::AckLagHistogram::new(),
+        }
+    }
+
+    /// Append stage, as it publishes `end_offset`: dates it if anyone replicates it.
+    pub fn record_publish(&self, end_offset: u64) {
+        if self.slaves_connected.load(Ordering::Relaxed) > 0 {
+            self.publishes.record(end_offset);
+        }
+    }
+
+    /// Master stage, on a report that moves a slave's ack from `from` to beyond it: counts
+    /// the age of the oldest byte it acknowledges.
+    pub fn record_ack(&self, from: u64) {
+        if let Some(at_us) = self.publishes.published_at_us(from) {
+            let now_us = self.publishes.now_us();
+            self.ack_lag.record(now_us.saturating_sub(at_us));
         }
     }
 

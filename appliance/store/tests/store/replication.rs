@@ -164,6 +164,13 @@ fn slave_replicates_10000_puts_byte_identically_and_serves_them() {
     assert!(st.connected_to_master);
     let api: &dyn StoreApi = &master;
     assert_eq!(api.ha_status().slaves[0].ack_offset, max);
+    // Every report that moved the ack was dated against the master's publishes.
+    let lag = master.metrics().ha_ack_lag_counts;
+    assert!(
+        lag.iter().sum::<u64>() > 0,
+        "no replication lag recorded: {lag:?}"
+    );
+    assert_eq!(slave.metrics().ha_ack_lag_counts.iter().sum::<u64>(), 0);
     slave.shutdown();
     master.shutdown();
 }
@@ -225,6 +232,24 @@ fn direct_mode_master_and_slave_replicate_byte_identically() {
             "queue {qid} on the slave"
         );
     }
+    // A slave joining now starts at the master's last segment, whose pages the flusher has
+    // written: the master sends those from the file and only the partial tail page from
+    // the write ring.
+    let late_dir = temp_dir("ha-slave-direct-late");
+    let late = MessageStore::open(StoreConfig {
+        write_mode: WriteMode::Direct,
+        flush_commit_log_least_pages: 0,
+        ..slave_config(&late_dir, Some(addr))
+    })
+    .unwrap();
+    let (max, from) = (max as u64, max as u64 - max as u64 % SEG);
+    eventually(
+        "the late slave to catch up",
+        Duration::from_secs(30),
+        || late.commit_log_max_offset() as u64 == max && late.flush_behind_bytes() == 0,
+    );
+    assert!(commit_log_bytes(&mdir, from, max) == commit_log_bytes(&late_dir, from, max));
+    late.shutdown();
     slave.shutdown();
     master.shutdown();
 }
