@@ -6,6 +6,7 @@
 pub mod acl;
 pub mod cluster;
 pub mod consumer;
+pub mod controller;
 pub mod ha;
 pub mod heartbeat;
 pub mod kv;
