@@ -701,6 +701,19 @@ fn grpc_pull_and_offsets_follow_the_queues() {
             frames
         })
     };
+    // A send is answered once stored; the queues show it once reput has dispatched it.
+    wait_until(
+        "the 4 sends in the queues",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || match (0..2)
+            .map(|id| query(&mut c, id, QueryOffsetPolicy::End, None))
+            .sum::<i64>()
+        {
+            4 => Ok(()),
+            n => Err(format!("{n} so far")),
+        },
+    );
     let mut total = 0;
     for id in 0..2 {
         assert_eq!(query(&mut c, id, QueryOffsetPolicy::Beginning, None), 0);
