@@ -43,7 +43,8 @@ fn try_elect(req: &ElectRequest<'_>, brokers: &BTreeSet<i64>, live: &dyn Livenes
     alive.into_iter().min_by_key(|id| {
         let info = live.live_info(req.cluster, req.broker_name, *id);
         let (epoch, offset, priority) = info.map_or((i32::MIN, i64::MIN, i32::MAX), |b| {
-            (b.epoch, b.max_offset, b.election_priority)
+            let hb = &b.heartbeat;
+            (hb.epoch, hb.max_offset, hb.election_priority)
         });
         (
             std::cmp::Reverse(epoch),

@@ -62,7 +62,10 @@ impl Event {
                 new_sync_state_set,
             } => ObjectBuilder::new()
                 .field("brokerName", broker_name.as_str())
-                .field("newSyncStateSet", ids(new_sync_state_set)),
+                .field(
+                    "newSyncStateSet",
+                    json::int_array(new_sync_state_set.iter().copied()),
+                ),
             Event::ApplyBrokerId {
                 cluster_name,
                 broker_name,
@@ -86,7 +89,12 @@ impl Event {
                 broker_name,
                 broker_ids,
             } => ObjectBuilder::new()
-                .field_opt("brokerIdSetToClean", broker_ids.as_ref().map(ids))
+                .field_opt(
+                    "brokerIdSetToClean",
+                    broker_ids
+                        .as_ref()
+                        .map(|s| json::int_array(s.iter().copied())),
+                )
                 .field("brokerName", broker_name.as_str()),
             Event::UpdateBrokerAddress {
                 cluster_name,
@@ -122,7 +130,7 @@ impl Event {
         Ok(match kind {
             ALTER_SYNC_STATE_SET_EVENT => Event::AlterSyncStateSet {
                 broker_name: s("brokerName")?,
-                new_sync_state_set: read_ids(&v, "newSyncStateSet")?.unwrap_or_default(),
+                new_sync_state_set: read::int_set(&v, "newSyncStateSet", "")?.unwrap_or_default(),
             },
             APPLY_BROKER_ID_EVENT => Event::ApplyBrokerId {
                 cluster_name: s("clusterName")?,
@@ -140,7 +148,7 @@ impl Event {
             },
             CLEAN_BROKER_DATA_EVENT => Event::CleanBrokerData {
                 broker_name: s("brokerName")?,
-                broker_ids: read_ids(&v, "brokerIdSetToClean")?,
+                broker_ids: read::int_set(&v, "brokerIdSetToClean", "")?,
             },
             UPDATE_BROKER_ADDRESS => Event::UpdateBrokerAddress {
                 cluster_name: s("clusterName")?,
@@ -154,25 +162,6 @@ impl Event {
                 )))
             }
         })
-    }
-}
-
-fn ids(set: &BTreeSet<i64>) -> Value {
-    Value::Array(set.iter().map(|i| Value::int(*i)).collect())
-}
-
-fn read_ids(v: &Value, key: &str) -> Result<Option<BTreeSet<i64>>, BodyError> {
-    match v.get_present(key) {
-        None => Ok(None),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|i| {
-                i.as_i64()
-                    .ok_or_else(|| BodyError::field(key, "broker ids"))
-            })
-            .collect::<Result<_, _>>()
-            .map(Some),
-        Some(_) => Err(BodyError::field(key, "an array of broker ids")),
     }
 }
 

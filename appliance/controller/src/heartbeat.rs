@@ -31,18 +31,12 @@ pub struct Heartbeat {
     pub conn: u64,
 }
 
-/// What the controller knows of a live broker.
+/// What the controller knows of a live broker: its latest heartbeat, except that the
+/// epoch and offsets are the furthest it ever reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerLiveInfo {
-    pub broker_addr: String,
-    pub broker_id: i64,
     pub last_update_ms: u64,
-    pub timeout_ms: u64,
-    pub epoch: i32,
-    pub max_offset: i64,
-    pub confirm_offset: i64,
-    pub election_priority: i32,
-    pub conn: u64,
+    pub heartbeat: Heartbeat,
 }
 
 /// Who is alive, and with what (elect policy input).
@@ -66,19 +60,28 @@ impl BrokerLiveTable {
     /// heartbeat from before a truncation must not make a replica look better than it is).
     /// False when the table is full and the broker is new.
     pub fn on_heartbeat(&mut self, hb: Heartbeat, now_ms: u64) -> bool {
-        let key = (hb.cluster_name, hb.broker_name, hb.broker_id);
+        let key = (
+            hb.cluster_name.clone(),
+            hb.broker_name.clone(),
+            hb.broker_id,
+        );
         if let Some(prev) = self.brokers.get_mut(&key) {
-            prev.last_update_ms = now_ms;
-            prev.timeout_ms = hb.timeout_ms;
-            prev.election_priority = hb.election_priority;
-            prev.broker_addr = hb.broker_addr;
-            prev.conn = hb.conn;
-            if hb.epoch > prev.epoch || (hb.epoch == prev.epoch && hb.max_offset > prev.max_offset)
-            {
-                prev.epoch = hb.epoch;
-                prev.max_offset = hb.max_offset;
-                prev.confirm_offset = hb.confirm_offset;
-            }
+            let old = &prev.heartbeat;
+            let forward =
+                hb.epoch > old.epoch || (hb.epoch == old.epoch && hb.max_offset > old.max_offset);
+            let kept = match forward {
+                true => hb,
+                false => Heartbeat {
+                    epoch: old.epoch,
+                    max_offset: old.max_offset,
+                    confirm_offset: old.confirm_offset,
+                    ..hb
+                },
+            };
+            *prev = BrokerLiveInfo {
+                last_update_ms: now_ms,
+                heartbeat: kept,
+            };
             return true;
         }
         if self.brokers.len() >= MAX_TRACKED_BROKERS {
@@ -87,15 +90,8 @@ impl BrokerLiveTable {
         self.brokers.insert(
             key,
             BrokerLiveInfo {
-                broker_addr: hb.broker_addr,
-                broker_id: hb.broker_id,
                 last_update_ms: now_ms,
-                timeout_ms: hb.timeout_ms,
-                epoch: hb.epoch,
-                max_offset: hb.max_offset,
-                confirm_offset: hb.confirm_offset,
-                election_priority: hb.election_priority,
-                conn: hb.conn,
+                heartbeat: hb,
             },
         );
         true
@@ -107,7 +103,7 @@ impl BrokerLiveTable {
         let gone: Vec<BrokerIdentity> = self
             .brokers
             .iter()
-            .filter(|(_, b)| now_ms.saturating_sub(b.last_update_ms) > b.timeout_ms)
+            .filter(|(_, b)| now_ms.saturating_sub(b.last_update_ms) > b.heartbeat.timeout_ms)
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
@@ -121,7 +117,7 @@ impl BrokerLiveTable {
         let key = self
             .brokers
             .iter()
-            .find(|(_, b)| b.conn == conn)
+            .find(|(_, b)| b.heartbeat.conn == conn)
             .map(|(k, _)| k.clone())?;
         self.brokers.remove(&key);
         Some(key)
@@ -154,7 +150,7 @@ pub struct LiveView<'a> {
 impl Liveness for LiveView<'_> {
     fn is_alive(&self, cluster: &str, broker_name: &str, broker_id: i64) -> bool {
         self.live_info(cluster, broker_name, broker_id)
-            .is_some_and(|b| b.last_update_ms.saturating_add(b.timeout_ms) >= self.now_ms)
+            .is_some_and(|b| b.last_update_ms.saturating_add(b.heartbeat.timeout_ms) >= self.now_ms)
     }
 
     fn live_info(
@@ -206,13 +202,20 @@ pub(crate) mod tests {
         t.on_heartbeat(hb(1, 2, 500, 0), 0);
         t.on_heartbeat(hb(1, 1, 900, 5), 10);
         let view = t.at(10);
-        let info = view.live_info("C", "b", 1).unwrap();
+        let info = &view.live_info("C", "b", 1).unwrap().heartbeat;
         assert_eq!(
             (info.epoch, info.max_offset, info.election_priority),
             (2, 500, 5)
         );
         t.on_heartbeat(hb(1, 2, 700, 5), 20);
-        assert_eq!(t.at(20).live_info("C", "b", 1).unwrap().max_offset, 700);
+        assert_eq!(
+            t.at(20)
+                .live_info("C", "b", 1)
+                .unwrap()
+                .heartbeat
+                .max_offset,
+            700
+        );
         assert_eq!(t.on_conn_closed(99), None);
         assert_eq!(t.on_conn_closed(1), Some(("C".into(), "b".into(), 1)));
         assert!(!t.at(20).is_alive("C", "b", 1));

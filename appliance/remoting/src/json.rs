@@ -690,6 +690,11 @@ pub fn string_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> Value 
     Value::Array(items.into_iter().map(|s| Value::str(s.as_ref())).collect())
 }
 
+/// A JSON array of integers (a set of broker ids, say).
+pub fn int_array(items: impl IntoIterator<Item = i64>) -> Value {
+    Value::Array(items.into_iter().map(Value::int).collect())
+}
+
 /// Field-reading helpers for body decoders: each names the field path on error.
 pub mod read {
     use super::{BodyError, Value};
@@ -756,6 +761,26 @@ pub mod read {
                 })
                 .collect(),
             Some(_) => Err(BodyError::field(join(path, key), "an array of strings")),
+        }
+    }
+
+    /// A set of integers (broker ids); `None` when absent or null.
+    pub fn int_set(
+        obj: &Value,
+        key: &str,
+        path: &str,
+    ) -> Result<Option<std::collections::BTreeSet<i64>>, BodyError> {
+        match obj.get_present(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_i64()
+                        .ok_or_else(|| BodyError::field(join(path, key), "an array of integers"))
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(_) => Err(BodyError::field(join(path, key), "an array of integers")),
         }
     }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::body::cluster::BrokerMemberGroup;
-use crate::json::{self, read, BodyError, ObjectBuilder, Value};
+use crate::json::{self, read, BodyError, ObjectBuilder};
 
 /// `SyncStateSet`: the in-sync replicas of one broker set and the set's epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -19,7 +19,10 @@ pub struct SyncStateSet {
 impl SyncStateSet {
     pub fn encode(&self) -> Vec<u8> {
         ObjectBuilder::new()
-            .field("syncStateSet", id_array(&self.sync_state_set))
+            .field(
+                "syncStateSet",
+                json::int_array(self.sync_state_set.iter().copied()),
+            )
             .field("syncStateSetEpoch", self.sync_state_set_epoch)
             .build()
             .to_json()
@@ -29,7 +32,7 @@ impl SyncStateSet {
     pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
         let v = json::parse(body)?;
         Ok(SyncStateSet {
-            sync_state_set: read_ids(&v, "syncStateSet", "")?,
+            sync_state_set: read::int_set(&v, "syncStateSet", "")?.unwrap_or_default(),
             sync_state_set_epoch: read::i32_or(&v, "syncStateSetEpoch", "", 0)?,
         })
     }
@@ -50,7 +53,10 @@ impl ElectMasterResponseBody {
                 "brokerMemberGroup",
                 self.broker_member_group.as_ref().map(|g| g.to_value()),
             )
-            .field("syncStateSet", id_array(&self.sync_state_set))
+            .field(
+                "syncStateSet",
+                json::int_array(self.sync_state_set.iter().copied()),
+            )
             .build()
             .to_json()
             .into_bytes()
@@ -64,30 +70,9 @@ impl ElectMasterResponseBody {
         };
         Ok(ElectMasterResponseBody {
             broker_member_group: group,
-            sync_state_set: read_ids(&v, "syncStateSet", "")?,
+            sync_state_set: read::int_set(&v, "syncStateSet", "")?.unwrap_or_default(),
         })
     }
-}
-
-fn id_array(ids: &BTreeSet<i64>) -> Value {
-    Value::Array(ids.iter().map(|id| Value::int(*id)).collect())
-}
-
-/// A set of broker ids; absent or null → empty.
-fn read_ids(v: &Value, key: &str, path: &str) -> Result<BTreeSet<i64>, BodyError> {
-    let Some(items) = v.get_present(key) else {
-        return Ok(BTreeSet::new());
-    };
-    let items = items
-        .as_array()
-        .ok_or_else(|| BodyError::field(key, "an array of broker ids"))?;
-    items
-        .iter()
-        .map(|i| {
-            i.as_i64()
-                .ok_or_else(|| BodyError::field(format!("{path}{key}"), "broker ids"))
-        })
-        .collect()
 }
 
 #[cfg(test)]
