@@ -2,7 +2,7 @@
 # CI checks for the systemd packaging (these machines do not run systemd as PID 1):
 #  1. every unit passes `systemd-analyze verify` (ExecStart pointed at the built binary);
 #  2. install.sh --root stages the expected tree; uninstall.sh removes it again;
-#  3. the broker and namesrv, started exactly as their units' ExecStart lines say, send
+#  3. the broker, namesrv and controller, started exactly as their units' ExecStart lines say, send
 #     READY=1, feed the watchdog and send STOPPING=1 on SIGTERM.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,7 +19,7 @@ bad() { echo "FAIL $1"; failed=$((failed + 1)); }
 # 1. systemd-analyze verify
 if command -v systemd-analyze >/dev/null; then
   mkdir -p "$work/units"
-  for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-tuning.service; do
+  for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-controller.service ringmq-tuning.service; do
     target="$unit"
     [ "$unit" = "ringmq-broker@.service" ] && target="ringmq-broker@broker-a.service"
     sed "s#/usr/bin/ringmq#$bin#" "$here/$unit" > "$work/units/$target"
@@ -39,8 +39,9 @@ fi
 stage="$work/root"
 "$here/install.sh" --root "$stage" --bin "$bin" >/dev/null
 missing=""
-for f in usr/bin/ringmq usr/bin/mqnamesrv usr/bin/mqbroker usr/bin/mqadmin \
+for f in usr/bin/ringmq usr/bin/mqnamesrv usr/bin/mqbroker usr/bin/mqadmin usr/bin/mqcontroller \
          etc/systemd/system/ringmq-namesrv.service etc/systemd/system/ringmq-broker@.service \
+         etc/systemd/system/ringmq-controller.service etc/ringmq/controller.conf \
          etc/systemd/system/ringmq-tuning.service \
          etc/ringmq/namesrv.conf etc/ringmq/broker-a.conf etc/sysctl.d/60-ringmq.conf \
          usr/lib/sysusers.d/ringmq.conf; do

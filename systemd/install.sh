@@ -22,14 +22,15 @@ install -d "$root/usr/bin" "$root/etc/systemd/system" "$root/etc/ringmq" \
   "$root/etc/sysctl.d" "$root/usr/lib/sysusers.d" "$root/var/lib/ringmq" \
   "$root/usr/share/doc/ringmq"
 install -m 0755 "$bin" "$root/usr/bin/ringmq"
-for alias in mqnamesrv mqbroker mqadmin; do
+for alias in mqnamesrv mqbroker mqadmin mqcontroller; do
   ln -sfn ringmq "$root/usr/bin/$alias"
 done
-for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-tuning.service; do
+for unit in ringmq-namesrv.service ringmq-broker@.service ringmq-controller.service ringmq-tuning.service; do
   install -m 0644 "$here/$unit" "$root/etc/systemd/system/$unit"
 done
 # Never overwrite an operator's config.
 [ -e "$root/etc/ringmq/namesrv.conf" ] || install -m 0644 "$here/conf/namesrv.conf" "$root/etc/ringmq/namesrv.conf"
+[ -e "$root/etc/ringmq/controller.conf" ] || install -m 0644 "$here/conf/controller.conf" "$root/etc/ringmq/controller.conf"
 [ -e "$root/etc/ringmq/broker-a.conf" ] || install -m 0644 "$here/conf/broker-a.conf" "$root/etc/ringmq/broker-a.conf"
 install -m 0644 "$top/kernel-tuning/60-ringmq.conf" "$root/etc/sysctl.d/60-ringmq.conf"
 install -m 0644 "$here/ringmq.sysusers" "$root/usr/lib/sysusers.d/ringmq.conf"

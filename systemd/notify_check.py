@@ -1,4 +1,4 @@
-"""Runs namesrv and broker exactly as their units' ExecStart lines say (binary and config
+"""Runs namesrv, broker and controller exactly as their units' ExecStart lines say (binary and config
 paths swapped for test ones) with NOTIFY_SOCKET on a socket of ours, and checks that each
 sends READY=1 once serving, WATCHDOG=1 at least twice, and STOPPING=1 then exits 0 on
 SIGTERM. Usage: notify_check.py BIN UNIT_DIR WORK_DIR"""
@@ -80,7 +80,7 @@ def run_unit(name, argv, work, timeout_s=60):
 def main():
     binary, unit_dir, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port, controller_port = free_port(), free_port(), free_port()
     conf_dir = os.path.join(work, "etc")
     os.makedirs(conf_dir, exist_ok=True)
     with open(os.path.join(conf_dir, "namesrv.conf"), "w") as f:
@@ -88,6 +88,9 @@ def main():
     with open(os.path.join(conf_dir, "broker-t.conf"), "w") as f:
         f.write(f"brokerName=broker-t\nlistenPort={broker_port}\nnamesrvAddr=127.0.0.1:{ns_port}\n"
                 f"storePathRootDir={work}/store\nringmq.grpc.port=0\n")
+
+    with open(os.path.join(conf_dir, "controller.conf"), "w") as f:
+        f.write(f"listenPort={controller_port}\ncontrollerStorePath={work}/controller\n")
 
     def argv_of(unit, instance=None):
         cmd = exec_start(os.path.join(unit_dir, unit), instance)
@@ -109,6 +112,7 @@ def main():
         except subprocess.TimeoutExpired:
             bg.kill()
     ok &= run_unit("namesrv", ns_argv, work)
+    ok &= run_unit("controller", argv_of("ringmq-controller.service"), work)
     return 0 if ok else 1
 
 

@@ -12,13 +12,13 @@ while [ $# -gt 0 ]; do
     *) echo "uninstall.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-units="ringmq-namesrv.service ringmq-broker@.service ringmq-tuning.service"
+units="ringmq-namesrv.service ringmq-broker@.service ringmq-controller.service ringmq-tuning.service"
 if [ -z "$root" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
-  systemctl disable --now ringmq-namesrv.service ringmq-tuning.service 2>/dev/null || true
+  systemctl disable --now ringmq-namesrv.service ringmq-controller.service ringmq-tuning.service 2>/dev/null || true
   systemctl stop 'ringmq-broker@*' 2>/dev/null || true
 fi
 for unit in $units; do rm -f "$root/etc/systemd/system/$unit"; done
-rm -f "$root/usr/bin/ringmq" "$root/usr/bin/mqnamesrv" "$root/usr/bin/mqbroker" "$root/usr/bin/mqadmin"
+rm -f "$root/usr/bin/ringmq" "$root/usr/bin/mqnamesrv" "$root/usr/bin/mqbroker" "$root/usr/bin/mqadmin" "$root/usr/bin/mqcontroller"
 rm -f "$root/etc/sysctl.d/60-ringmq.conf" "$root/usr/lib/sysusers.d/ringmq.conf"
 rm -rf "$root/usr/share/doc/ringmq"
 if [ "$purge" = 1 ]; then

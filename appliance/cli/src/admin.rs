@@ -15,6 +15,7 @@ mod acl;
 mod broker;
 mod cli;
 mod cluster;
+mod controller;
 mod ctx;
 mod fmt;
 mod group;
@@ -40,6 +41,7 @@ fn commands() -> Vec<&'static Cmd> {
         broker::COMMANDS,
         group::COMMANDS,
         ha::COMMANDS,
+        controller::COMMANDS,
         message::COMMANDS,
         namesrv::COMMANDS,
         stats::COMMANDS,
@@ -76,6 +78,12 @@ async fn dispatch(name: &str, ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<
         "deleteExpiredCommitLog" => broker::delete_expired_commit_log(ctx, m, out).await,
         "brokerConsumeStats" => broker::broker_consume_stats(ctx, m, out).await,
         "haStatus" => ha::ha_status(ctx, m, out).await,
+        "getControllerMetaData" => controller::get_controller_meta_data(ctx, m, out).await,
+        "getSyncStateSet" => controller::get_sync_state_set(ctx, m, out).await,
+        "electMaster" => controller::elect_master(ctx, m, out).await,
+        "cleanBrokerMetadata" => controller::clean_broker_metadata(ctx, m, out).await,
+        "getControllerConfig" => controller::get_controller_config(ctx, m, out).await,
+        "updateControllerConfig" => controller::update_controller_config(ctx, m, out).await,
         "updateAclConfig" => acl::update_acl_config(ctx, m, out).await,
         "deleteAclConfig" => acl::delete_acl_config(ctx, m, out).await,
         "updateGlobalWhiteAddr" => acl::update_global_white_addr(ctx, m, out).await,
@@ -255,6 +263,12 @@ mod tests {
             "deleteExpiredCommitLog",
             "brokerConsumeStats",
             "haStatus",
+            "getControllerMetaData",
+            "getSyncStateSet",
+            "electMaster",
+            "cleanBrokerMetadata",
+            "getControllerConfig",
+            "updateControllerConfig",
         ] {
             assert!(find(n).is_some(), "{n} missing");
         }

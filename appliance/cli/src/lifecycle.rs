@@ -10,7 +10,9 @@ use crate::notify;
 
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RINGMQ_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // openraft narrates every vote and tick at info; the controller logs what an
+        // operator needs (leader changes, elections) itself.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

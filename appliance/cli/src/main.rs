@@ -1,6 +1,7 @@
-//! The `ringmq` binary. Subcommands: `namesrv`, `broker`, `up` (both in one process),
-//! `tune`, `bench`, `version`. Invoked through a link named `mqnamesrv` or `mqbroker` it
-//! behaves as that subcommand, so RocketMQ operators keep their habits.
+//! The `ringmq` binary. Subcommands: `namesrv`, `broker`, `controller`, `up` (namesrv and
+//! broker in one process), `admin`, `tune`, `bench`, `version`. Invoked through a link named
+//! `mqnamesrv`, `mqbroker`, `mqcontroller` or `mqadmin` it behaves as that subcommand, so
+//! RocketMQ operators keep their habits.
 
 mod admin;
 mod bench;
@@ -22,6 +23,8 @@ commands:
   namesrv [-c FILE] [-p] run a NameServer (as mqnamesrv)
   broker  [-c FILE] [-n ADDR] [-p] [-m]
                          run a broker (as mqbroker)
+  controller [-c FILE] [-p]
+                         run a 5.x controller (as mqcontroller; port 19876 or its peer address)
   admin   <command> ...   operator commands with mqadmin's names and flags (as mqadmin)
   bench   producer|consumer ...
                          load generator (see `ringmq bench --help`)
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
     let command = match program.as_str() {
         "mqnamesrv" => "namesrv".to_string(),
         "mqbroker" => "broker".to_string(),
+        "mqcontroller" => "controller".to_string(),
         "mqadmin" => "admin".to_string(),
         _ => {
             if args.len() < 2 {
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
     match command.as_str() {
         "namesrv" => serve::namesrv(rest),
         "broker" => serve::broker(rest),
+        "controller" => serve::controller(rest),
         "up" => serve::up(rest),
         "tune" => tune::main(rest),
         "admin" => admin::main(rest),

@@ -1,4 +1,4 @@
-//! The serving subcommands: `namesrv`, `broker` and `up`, with RocketMQ's CLI flags
+//! The serving subcommands: `namesrv`, `broker`, `controller` and `up`, with RocketMQ's CLI flags
 //! (`-c` config file, `-n` namesrv address, `-p` print config and exit, `-m` print the
 //! important config and exit).
 
@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ringmq_broker::{Broker, BrokerConfig};
+use ringmq_controller::{Controller, ControllerConfig};
 use ringmq_grpc::GrpcServer;
 use ringmq_namesrv::{Namesrv, NamesrvConfig};
+use ringmq_remoting::body::kv::Properties;
 use ringmq_remoting::{FrameDecoder, RemotingCommand};
 
 use crate::lifecycle::{self, Watchdog};
@@ -72,7 +74,12 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn load_namesrv_config(flags: &ServeFlags) -> Result<NamesrvConfig, String> {
+/// The name server's config and, with `enableControllerInNamesrv=true`, the embedded
+/// controller's, read from the same file (as upstream's NamesrvStartup does). The embedded
+/// controller keeps its own default port (19876) unless its peers name one.
+fn load_namesrv_config(
+    flags: &ServeFlags,
+) -> Result<(NamesrvConfig, Option<ControllerConfig>), String> {
     let text = read_config_text(flags.config_file.as_deref())?;
     let load = NamesrvConfig::load(&text).map_err(|e| {
         let file = flags
@@ -81,7 +88,14 @@ fn load_namesrv_config(flags: &ServeFlags) -> Result<NamesrvConfig, String> {
             .unwrap_or(Path::new("namesrv.conf"));
         format!("{} is not a valid properties file: {e}", file.display())
     })?;
-    report_unknown_keys("namesrv.conf", &load.unknown_keys);
+    let embedded = load.config.enable_controller_in_namesrv;
+    let unknown: Vec<String> = load
+        .unknown_keys
+        .iter()
+        .filter(|k| !(embedded && ControllerConfig::is_key(k)))
+        .cloned()
+        .collect();
+    report_unknown_keys("namesrv.conf", &unknown);
     for problem in &load.invalid_values {
         tracing::warn!("namesrv.conf: {problem}; keeping the default");
     }
@@ -90,7 +104,15 @@ fn load_namesrv_config(flags: &ServeFlags) -> Result<NamesrvConfig, String> {
         // As mqnamesrv: UPDATE_NAMESRV_CONFIG writes back to the file given with -c.
         config.config_store_path = file.display().to_string();
     }
-    Ok(config)
+    let controller = if embedded {
+        let mut props = Properties::parse(&text).map_err(|e| e.to_string())?;
+        // `listenPort` in namesrv.conf is the name server's own.
+        props.remove("listenPort");
+        Some(ControllerConfig::from_properties(&props).config)
+    } else {
+        None
+    };
+    Ok((config, controller))
 }
 
 fn load_broker_config(flags: &ServeFlags) -> Result<BrokerConfig, String> {
@@ -120,14 +142,75 @@ pub fn namesrv(args: &[String]) -> ExitCode {
         args,
         "namesrv",
         load_namesrv_config,
-        NamesrvConfig::to_properties_text,
-        |config| Namesrv::start(config).map_err(|e| format!("namesrv failed to start: {e}")),
-        |namesrv| {
+        |(namesrv, controller)| {
+            let mut text = namesrv.to_properties_text();
+            if let Some(c) = controller {
+                text.push_str(&c.to_properties_text());
+            }
+            text
+        },
+        |(config, controller)| {
+            let namesrv =
+                Namesrv::start(config).map_err(|e| format!("namesrv failed to start: {e}"))?;
+            let controller = match controller.map(|c| Controller::start(c, None)).transpose() {
+                Ok(c) => c,
+                Err(e) => {
+                    namesrv.shutdown();
+                    return Err(format!("embedded controller failed to start: {e}"));
+                }
+            };
+            Ok((namesrv, controller))
+        },
+        |(namesrv, controller)| {
             let addr = namesrv.local_addr();
             println!("The Name Server boot success. serializeType=JSON, address {addr}");
-            serve_until_signal(&[addr], || namesrv.shutdown());
+            let mut addrs = vec![addr];
+            if let Some(c) = &controller {
+                println!("The embedded controller listens on {}", c.local_addr());
+                addrs.push(c.local_addr());
+            }
+            serve_until_signal(&addrs, || {
+                if let Some(c) = controller {
+                    c.shutdown();
+                }
+                namesrv.shutdown();
+            });
         },
     )
+}
+
+/// `ringmq controller -c controller.conf` (as upstream's `mqcontroller`).
+pub fn controller(args: &[String]) -> ExitCode {
+    serve_role(
+        args,
+        "controller",
+        load_controller_config,
+        |(config, _)| config.to_properties_text(),
+        |(config, file)| {
+            Controller::start(config, file).map_err(|e| format!("controller failed to start: {e}"))
+        },
+        |controller| {
+            let addr = controller.local_addr();
+            println!("The ControllerManager boot success. serializeType=JSON, address {addr}");
+            serve_until_signal(&[addr], || controller.shutdown());
+        },
+    )
+}
+
+fn load_controller_config(
+    flags: &ServeFlags,
+) -> Result<(ControllerConfig, Option<PathBuf>), String> {
+    let text = read_config_text(flags.config_file.as_deref())?;
+    let props = Properties::parse(&text).map_err(|e| {
+        let file = flags
+            .config_file
+            .as_deref()
+            .unwrap_or(Path::new("controller.conf"));
+        format!("{} is not a valid properties file: {e}", file.display())
+    })?;
+    let load = ControllerConfig::from_properties(&props);
+    report_unknown_keys("controller.conf", &load.unknown_keys);
+    Ok((load.config, flags.config_file.clone()))
 }
 
 pub fn broker(args: &[String]) -> ExitCode {

@@ -11,12 +11,13 @@ use crate::heartbeat::Liveness;
 use ringmq_remoting::body::cluster::BrokerMemberGroup;
 use ringmq_remoting::body::controller::{ElectMasterResponseBody, SyncStateSet};
 use ringmq_remoting::codes::ResponseCode;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The first broker id a controller assigns (upstream MixAll.FIRST_BROKER_CONTROLLER_ID).
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerReplicaInfo {
     pub cluster_name: String,
     pub broker_name: String,
@@ -44,7 +45,7 @@ impl BrokerReplicaInfo {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncStateInfo {
     pub cluster_name: String,
     pub master_broker_id: Option<i64>,
@@ -109,8 +110,8 @@ pub struct AlterSyncStateSetResponse {
     pub new_sync_state_set_epoch: i32,
 }
 
-/// The controller's tables.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The controller's tables (serialized whole into Raft snapshots).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicasInfo {
     replicas: BTreeMap<String, BrokerReplicaInfo>,
     sync_states: BTreeMap<String, SyncStateInfo>,

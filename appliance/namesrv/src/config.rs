@@ -211,7 +211,7 @@ namesrv_config! {
     "enableTopicList" => enable_topic_list: bool = true,
     /// Accepted; NOTIFY_MIN_BROKER_ID_CHANGE is not sent.
     "notifyMinBrokerIdChanged" => notify_min_broker_id_changed: bool = false,
-    /// Accepted; the embedded controller is not part of the name server here.
+    /// Run a controller in this process (`ringmq namesrv` starts it from the same file).
     "enableControllerInNamesrv" => enable_controller_in_namesrv: bool = false,
     "needWaitForService" => need_wait_for_service: bool = false,
     "waitSecondsForService" => wait_seconds_for_service: i32 = 45,

@@ -473,6 +473,7 @@ pub fn check_required_for_code(code: i32, fields: &ExtFields) -> Result<(), Head
 
 pub mod admin;
 pub mod client;
+pub mod controller;
 pub mod lookup;
 pub mod namesrv;
 pub mod offset;

@@ -125,6 +125,7 @@ pub type AResult<T> = Result<T, AdminError>;
 pub enum Role {
     Namesrv,
     Broker,
+    Controller,
 }
 
 impl Role {
@@ -132,6 +133,7 @@ impl Role {
         match self {
             Role::Namesrv => "name server",
             Role::Broker => "broker",
+            Role::Controller => "controller",
         }
     }
 }

@@ -4,10 +4,10 @@
 //! `ElectMasterResponseBody` (CONTROLLER_ELECT_MASTER). Broker ids are Java `Long`s and the
 //! epochs `int`s; fastjson writes the fields in name order.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::body::cluster::BrokerMemberGroup;
-use crate::json::{self, read, BodyError, ObjectBuilder};
+use crate::json::{self, read, BodyError, ObjectBuilder, Value};
 
 /// `SyncStateSet`: the in-sync replicas of one broker set and the set's epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -75,6 +75,118 @@ impl ElectMasterResponseBody {
     }
 }
 
+/// One replica in a `BrokerReplicasInfo` answer (`ReplicaIdentity`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplicaIdentity {
+    pub broker_name: String,
+    pub broker_id: i64,
+    pub broker_address: String,
+    pub alive: bool,
+}
+
+impl ReplicaIdentity {
+    fn to_value(&self) -> Value {
+        ObjectBuilder::new()
+            .field("alive", self.alive)
+            .field("brokerAddress", self.broker_address.as_str())
+            .field("brokerId", self.broker_id)
+            .field("brokerName", self.broker_name.as_str())
+            .build()
+    }
+
+    fn from_value(v: &Value, path: &str) -> Result<Self, BodyError> {
+        Ok(ReplicaIdentity {
+            broker_name: read::opt_string(v, "brokerName", path)?.unwrap_or_default(),
+            broker_id: read::i64_or(v, "brokerId", path, -1)?,
+            broker_address: read::opt_string(v, "brokerAddress", path)?.unwrap_or_default(),
+            alive: read::bool_or(v, "alive", path, false)?,
+        })
+    }
+}
+
+/// One broker set in a `BrokerReplicasInfo` answer (`BrokerReplicasInfo.ReplicasInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplicasInfo {
+    pub master_broker_id: Option<i64>,
+    pub master_address: Option<String>,
+    pub master_epoch: i32,
+    pub sync_state_set_epoch: i32,
+    pub in_sync_replicas: Vec<ReplicaIdentity>,
+    pub not_in_sync_replicas: Vec<ReplicaIdentity>,
+}
+
+/// `BrokerReplicasInfo`: the answer to CONTROLLER_GET_SYNC_STATE_DATA (1006), broker name →
+/// master and the replicas in and out of the SyncStateSet.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BrokerReplicasInfo {
+    pub replicas_info_table: BTreeMap<String, ReplicasInfo>,
+}
+
+impl BrokerReplicasInfo {
+    pub fn encode(&self) -> Vec<u8> {
+        let table = self.replicas_info_table.iter().map(|(name, info)| {
+            let ids = |list: &[ReplicaIdentity]| {
+                Value::Array(list.iter().map(ReplicaIdentity::to_value).collect())
+            };
+            let value = ObjectBuilder::new()
+                .field("inSyncReplicas", ids(&info.in_sync_replicas))
+                .field_opt("masterAddress", info.master_address.as_deref())
+                .field_opt("masterBrokerId", info.master_broker_id)
+                .field("masterEpoch", info.master_epoch)
+                .field("notInSyncReplicas", ids(&info.not_in_sync_replicas))
+                .field("syncStateSetEpoch", info.sync_state_set_epoch)
+                .build();
+            (Value::str(name.as_str()), value)
+        });
+        ObjectBuilder::new()
+            .field("replicasInfoTable", json::map_value(table))
+            .build()
+            .to_json()
+            .into_bytes()
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let v = json::parse(body)?;
+        let mut table = BTreeMap::new();
+        for (k, info) in read::entries(&v, "replicasInfoTable", "")? {
+            let name = k
+                .key_text()
+                .ok_or_else(|| BodyError::field("replicasInfoTable", "string keys"))?;
+            let path = format!("replicasInfoTable.{name}");
+            let list = |key: &str| -> Result<Vec<ReplicaIdentity>, BodyError> {
+                match info.get_present(key) {
+                    None => Ok(Vec::new()),
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .map(|i| ReplicaIdentity::from_value(i, &path))
+                        .collect(),
+                    Some(_) => Err(BodyError::field(read::join(&path, key), "an array")),
+                }
+            };
+            let master_broker_id = match info.get_present("masterBrokerId") {
+                None => None,
+                Some(id) => Some(id.as_i64().ok_or_else(|| {
+                    BodyError::field(read::join(&path, "masterBrokerId"), "a long")
+                })?),
+            };
+            table.insert(
+                name.to_owned(),
+                ReplicasInfo {
+                    master_broker_id,
+                    master_address: read::opt_string(info, "masterAddress", &path)?,
+                    master_epoch: read::i32_or(info, "masterEpoch", &path, 0)?,
+                    sync_state_set_epoch: read::i32_or(info, "syncStateSetEpoch", &path, 0)?,
+                    in_sync_replicas: list("inSyncReplicas")?,
+                    not_in_sync_replicas: list("notInSyncReplicas")?,
+                },
+            );
+        }
+        Ok(BrokerReplicasInfo {
+            replicas_info_table: table,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +223,33 @@ mod tests {
         assert_eq!(ElectMasterResponseBody::decode(&body).unwrap(), b);
         let bare = ElectMasterResponseBody::decode(br#"{"syncStateSet":[4]}"#).unwrap();
         assert_eq!(bare.broker_member_group, None);
+    }
+
+    #[test]
+    fn broker_replicas_info_round_trips() {
+        let replica = |id: i64, alive: bool| ReplicaIdentity {
+            broker_name: "b".into(),
+            broker_id: id,
+            broker_address: format!("127.0.0.1:1091{id}"),
+            alive,
+        };
+        let info = BrokerReplicasInfo {
+            replicas_info_table: [(
+                "b".to_string(),
+                ReplicasInfo {
+                    master_broker_id: Some(1),
+                    master_address: Some("127.0.0.1:10911".into()),
+                    master_epoch: 2,
+                    sync_state_set_epoch: 3,
+                    in_sync_replicas: vec![replica(1, true)],
+                    not_in_sync_replicas: vec![replica(2, false)],
+                },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        let body = info.encode();
+        assert!(body.starts_with(br#"{"replicasInfoTable":{"b":{"inSyncReplicas":[{"alive":true,"brokerAddress":"127.0.0.1:10911","brokerId":1,"brokerName":"b"}]"#));
+        assert_eq!(BrokerReplicasInfo::decode(&body).unwrap(), info);
     }
 }

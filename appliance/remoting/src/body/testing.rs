@@ -48,6 +48,9 @@ pub const BODY_TYPES: &[&str] = &[
     "BrokerStatsData",
     "SubscriptionGroupConfig",
     "SubscriptionGroupWrapper",
+    "SyncStateSet",
+    "ElectMasterResponseBody",
+    "BrokerReplicasInfo",
 ];
 
 /// `Ok(true)` when `first` decoded and its encoding decodes to the same value, `Ok(false)`
@@ -70,6 +73,30 @@ fn round_trip<T: PartialEq + std::fmt::Debug, E>(
             String::from_utf8_lossy(&wire)
         )),
     }
+}
+
+/// The controller's bodies (they encode to bytes, not text).
+fn check_controller_bodies(body: &[u8]) -> Result<usize, String> {
+    use crate::body::controller::{BrokerReplicasInfo, ElectMasterResponseBody, SyncStateSet};
+    let mut decoded = usize::from(round_trip(
+        "SyncStateSet",
+        SyncStateSet::decode(body),
+        SyncStateSet::encode,
+        SyncStateSet::decode,
+    )?);
+    decoded += usize::from(round_trip(
+        "ElectMasterResponseBody",
+        ElectMasterResponseBody::decode(body),
+        ElectMasterResponseBody::encode,
+        ElectMasterResponseBody::decode,
+    )?);
+    decoded += usize::from(round_trip(
+        "BrokerReplicasInfo",
+        BrokerReplicasInfo::decode(body),
+        BrokerReplicasInfo::encode,
+        BrokerReplicasInfo::decode,
+    )?);
+    Ok(decoded)
 }
 
 /// Decodes `body` as every body type of [`BODY_TYPES`]; each one that decodes must
@@ -109,6 +136,7 @@ pub fn check_bodies(body: &[u8]) -> Result<usize, String> {
         TopicStatsTable,
         BrokerStatsData,
     );
+    decoded += check_controller_bodies(body)?;
     decoded += check_settled_bodies(body)?;
     decoded += check_text_bodies(body)?;
     decoded += check_routing_bodies(body)?;

@@ -54,6 +54,14 @@ fn seeds() -> Vec<Vec<u8>> {
             r#""groupRetryPolicy":{"type":"CUSTOMIZED","customizedRetryPolicy":{"type":"CUSTOMIZED","next":[1000,5000]}}}},"#,
             r#""dataVersion":{"counter":3,"stateVersion":0,"timestamp":1700000000000}}"#
         ),
+        // Controller: CONTROLLER_ALTER_SYNC_STATE_SET's body, the ELECT_MASTER and
+        // GET_SYNC_STATE_DATA answers.
+        r#"{"syncStateSet":[1,2],"syncStateSetEpoch":3}"#,
+        r#"{"brokerMemberGroup":{"brokerAddrs":{"1":"a:1"},"brokerName":"b","cluster":"c"},"syncStateSet":[1]}"#,
+        concat!(
+            r#"{"replicasInfoTable":{"b":{"inSyncReplicas":[{"alive":true,"brokerAddress":"a:1","brokerId":1,"brokerName":"b"}],"#,
+            r#""masterAddress":"a:1","masterBrokerId":1,"masterEpoch":2,"notInSyncReplicas":[],"syncStateSetEpoch":2}}}"#
+        ),
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
