@@ -85,11 +85,13 @@ const DEFAULTS: [(&str, &str); 26] = [
     ("metricsExporterType", "DISABLE"),
 ];
 
-/// ringmq's own keys: Raft timing (milliseconds).
+/// ringmq's own keys: Raft timing (milliseconds). A follower starts an election after
+/// the leader's lease (the election maximum) plus a random election time-out, so a dead
+/// leader is replaced after 1.5–2 s with these (`benches/controller/run.py` measures it).
 const RINGMQ_DEFAULTS: [(&str, &str); 3] = [
-    ("ringmq.controller.heartbeatIntervalMs", "200"),
-    ("ringmq.controller.electionTimeoutMinMs", "1000"),
-    ("ringmq.controller.electionTimeoutMaxMs", "2000"),
+    ("ringmq.controller.heartbeatIntervalMs", "100"),
+    ("ringmq.controller.electionTimeoutMinMs", "500"),
+    ("ringmq.controller.electionTimeoutMaxMs", "1000"),
 ];
 
 impl Default for ControllerConfig {

@@ -120,10 +120,16 @@ impl Controller {
                 state_machine,
             ))
             .map_err(|e| std::io::Error::other(format!("Raft group did not start: {e}")))?;
-        // Every member proposes the same first membership; a member whose log already
-        // holds one (a restart, or a peer was first) is told so and goes on.
-        if let Err(e) = runtime.block_on(raft.initialize(members)) {
-            tracing::debug!(error = %e, "Raft group already initialized");
+        // Every new member proposes the same first membership; a member whose log already
+        // holds one (a restart) does not, and one whose peer was first is told so and
+        // goes on.
+        let initialized = runtime
+            .block_on(raft.is_initialized())
+            .map_err(|e| std::io::Error::other(format!("Raft group did not start: {e}")))?;
+        if !initialized {
+            if let Err(e) = runtime.block_on(raft.initialize(members)) {
+                tracing::debug!(error = %e, "Raft group already initialized by a peer");
+            }
         }
         let manager = Arc::new(Manager::new(
             raft,

@@ -77,6 +77,7 @@ pub const ADMIN_CODES: &[RequestCode] = &[
     RequestCode::GetAllConsumerOffset,
     RequestCode::GetAllDelayOffset,
     RequestCode::GetBrokerHaStatus,
+    RequestCode::GetBrokerEpochCache,
 ];
 
 /// Answers an admin request, or `None` when `request.code` is not one of [`ADMIN_CODES`].
@@ -116,6 +117,14 @@ pub fn process(
         C::GetAllConsumerOffset => ok_body(request, ctx.offsets.encode()),
         C::GetAllDelayOffset => ok_body(request, ctx.delay_offsets.encode()),
         C::GetBrokerHaStatus => ok_body(request, ha_runtime_info(ctx).encode()),
+        // Upstream's answer from a broker outside controller mode, which every ringmq
+        // broker is until its controller mode lands (the epoch cache is in the store:
+        // `ha::epoch`).
+        C::GetBrokerEpochCache => fail(
+            request,
+            ResponseCode::SystemError,
+            "this request only for controllerMode ",
+        ),
         C::GetTimerCheckPoint => get_timer_check_point(ctx, request),
         C::GetTimerMetrics => get_timer_metrics(ctx, request),
         _ => return None,

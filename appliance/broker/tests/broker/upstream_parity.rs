@@ -290,3 +290,21 @@ fn common_refusals_carry_upstream_remarks() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(mismatches.is_empty(), "{mismatches:#?}");
 }
+
+#[test]
+fn the_epoch_cache_request_gets_upstreams_answer_outside_controller_mode() {
+    let dir = temp_dir("parity-epoch");
+    let broker = Broker::start(config(&dir, None)).expect("broker starts");
+    let mut c = Client::connect(broker.local_addr());
+    let resp = c.call(RemotingCommand::request(
+        ringmq_remoting::RequestCode::GetBrokerEpochCache.code(),
+        0,
+    ));
+    assert_eq!(resp.code, ringmq_remoting::ResponseCode::SystemError.code());
+    assert_eq!(
+        resp.remark.as_deref(),
+        Some("this request only for controllerMode ")
+    );
+    broker.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

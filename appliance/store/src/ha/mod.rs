@@ -3,10 +3,14 @@
 //! stage that streams the CommitLog to slaves and collects their acks) and [`slave`] (the
 //! client that appends the master's bytes through the append stage), [`ack`] (SYNC_MASTER
 //! puts waiting for a slave's acknowledgement), [`lag`] (how long slaves take to
-//! acknowledge what the master published). `HaState` is what these threads share with
+//! acknowledge what the master published). Controller mode's pieces, so far without I/O:
+//! [`epoch`] (the epoch cache and its `epochFileCheckpoint` file) and [`autoswitch`] (the
+//! auto-switch HA wire format). `HaState` is what these threads share with
 //! the append stage and the API; it sits below `Shared`, which holds it.
 
 pub mod ack;
+pub mod autoswitch;
+pub mod epoch;
 pub(crate) mod lag;
 pub mod master;
 pub mod protocol;
