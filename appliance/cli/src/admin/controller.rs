@@ -1,11 +1,12 @@
 //! Controller commands, with upstream mqadmin's names, options and output:
 //! `getControllerMetaData`, `getSyncStateSet`, `electMaster`, `cleanBrokerMetadata`,
-//! `getControllerConfig`, `updateControllerConfig`. `-a` takes one controller address or
+//! `getControllerConfig`, `updateControllerConfig`, and `getBrokerEpoch` (asked of the
+//! brokers of a broker set or cluster). `-a` takes one controller address or
 //! a `;`-separated list; the commands that only the Raft leader answers ask the first
 //! controller that responds who leads, then go there (as upstream's admin client does).
 
 use ringmq_remoting::body::controller::{
-    BrokerReplicasInfo, ElectMasterResponseBody, ReplicaIdentity,
+    BrokerReplicasInfo, ElectMasterResponseBody, EpochEntryCache, ReplicaIdentity,
 };
 use ringmq_remoting::body::kv::Properties;
 use ringmq_remoting::header::controller::*;
@@ -19,6 +20,15 @@ use super::namesrv::config_block;
 use super::out::{AResult, AdminError, At, Out, Role};
 
 pub const COMMANDS: &[Cmd] = &[
+    Cmd {
+        name: "getBrokerEpoch",
+        desc: "Fetch broker epoch entries.",
+        opts: &[
+            opt("b", "brokerName", "which broker to fetch"),
+            opt("c", "clusterName", "which cluster"),
+        ],
+        one_of: &[&["brokerName", "clusterName"]],
+    },
     Cmd {
         name: "getControllerMetaData",
         desc: "Get controller cluster's metadata.",
@@ -360,6 +370,59 @@ pub async fn update_controller_config(ctx: &Ctx, m: &Matches, out: &mut Out) -> 
     Ok(())
 }
 
+/// Upstream's `getBrokerEpoch` text for one broker; the last entry ends at the max offset.
+pub fn epoch_text(addr: &str, cache: &EpochEntryCache) -> String {
+    let mut s = format!(
+        "\n#clusterName\t{}\n#brokerName\t{}\n#brokerAddr\t{addr}\n#brokerId\t{}",
+        cache.cluster_name, cache.broker_name, cache.broker_id
+    );
+    let last = cache.epoch_list.len().saturating_sub(1);
+    for (i, e) in cache.epoch_list.iter().enumerate() {
+        let end = if i == last {
+            cache.max_offset
+        } else {
+            e.end_offset
+        };
+        s.push_str(&format!(
+            "\n#Epoch: EpochEntry{{epoch={}, startOffset={}, endOffset={end}}}",
+            e.epoch, e.start_offset
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+pub async fn get_broker_epoch(ctx: &Ctx, m: &Matches, out: &mut Out) -> AResult<()> {
+    let addrs: Vec<String> = match (m.get("brokerName"), m.get("clusterName")) {
+        (Some(name), _) => {
+            let info = ctx.cluster_info().await?;
+            info.broker_addr_table
+                .get(name.trim())
+                .map(|b| b.broker_addrs.values().cloned().collect())
+                .unwrap_or_default()
+        }
+        (None, Some(cluster)) => ctx.masters_and_slaves(cluster.trim()).await?,
+        (None, None) => Vec::new(),
+    };
+    let mut all: Vec<(String, Value)> = Vec::new();
+    for addr in &addrs {
+        let code = RequestCode::GetBrokerEpochCache;
+        let r = ctx
+            .call(addr, RemotingCommand::request(code.code(), 0))
+            .await
+            .br()?;
+        let cache = EpochEntryCache::decode(&r.body)
+            .map_err(|e| Ctx::bad_body(Role::Broker, addr, code, e))?;
+        out.raw(epoch_text(addr, &cache));
+        all.push((
+            addr.clone(),
+            json::parse(&cache.encode()).expect("encoded JSON parses"),
+        ));
+    }
+    out.json(object(all));
+    Ok(())
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -385,5 +448,17 @@ mod tests {
         assert!(text.starts_with("\n#brokerName\tb\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:10911\n#MasterEpoch\t2\n#SyncStateSetEpoch\t3\n#SyncStateSetNums\t1\n"), "{text}");
         assert!(text.contains("\nInSyncReplica:\tReplicaIdentity{brokerName='b', brokerId=1, brokerAddress='127.0.0.1:10911', alive=true}\n"), "{text}");
         assert!(text.contains("\nNotInSyncReplica:\tReplicaIdentity{brokerName='b', brokerId=2, brokerAddress='127.0.0.1:10912', alive=false}\n"), "{text}");
+    }
+
+    #[test]
+    fn epoch_text_closes_the_last_entry_at_the_max_offset() {
+        let cache = EpochEntryCache::decode(
+            br#"{"brokerId":1,"brokerName":"b","clusterName":"C","epochList":[{"epoch":1,"startOffset":0,"endOffset":100},{"epoch":2,"startOffset":100}],"maxOffset":150}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            epoch_text("127.0.0.1:10911", &cache),
+            "\n#clusterName\tC\n#brokerName\tb\n#brokerAddr\t127.0.0.1:10911\n#brokerId\t1\n#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=100}\n#Epoch: EpochEntry{epoch=2, startOffset=100, endOffset=150}\n"
+        );
     }
 }

@@ -187,6 +187,72 @@ impl BrokerReplicasInfo {
     }
 }
 
+/// One `EpochEntry`: the master epoch and the CommitLog range its master wrote
+/// (`endOffset` is Java's `Long.MAX_VALUE` for the open last entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEntryBody {
+    pub epoch: i32,
+    pub start_offset: i64,
+    pub end_offset: i64,
+}
+
+/// `EpochEntryCache`: a broker's epoch entries and CommitLog max offset, the answer to
+/// GET_BROKER_EPOCH_CACHE (1007).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EpochEntryCache {
+    pub cluster_name: String,
+    pub broker_name: String,
+    pub broker_id: i64,
+    pub epoch_list: Vec<EpochEntryBody>,
+    pub max_offset: i64,
+}
+
+impl EpochEntryCache {
+    pub fn encode(&self) -> Vec<u8> {
+        let entries = self.epoch_list.iter().map(|e| {
+            ObjectBuilder::new()
+                .field("endOffset", e.end_offset)
+                .field("epoch", e.epoch)
+                .field("startOffset", e.start_offset)
+                .build()
+        });
+        ObjectBuilder::new()
+            .field("brokerId", self.broker_id)
+            .field("brokerName", self.broker_name.as_str())
+            .field("clusterName", self.cluster_name.as_str())
+            .field("epochList", Value::Array(entries.collect()))
+            .field("maxOffset", self.max_offset)
+            .build()
+            .to_json()
+            .into_bytes()
+    }
+
+    pub fn decode(body: &[u8]) -> Result<Self, BodyError> {
+        let v = json::parse(body)?;
+        let epoch_list = match v.get_present("epochList") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|e| {
+                    Ok(EpochEntryBody {
+                        epoch: read::i32_or(e, "epoch", "epochList", 0)?,
+                        start_offset: read::i64_or(e, "startOffset", "epochList", 0)?,
+                        end_offset: read::i64_or(e, "endOffset", "epochList", i64::MAX)?,
+                    })
+                })
+                .collect::<Result<_, BodyError>>()?,
+            Some(_) => return Err(BodyError::field("epochList", "an array")),
+        };
+        Ok(EpochEntryCache {
+            cluster_name: read::opt_string(&v, "clusterName", "")?.unwrap_or_default(),
+            broker_name: read::opt_string(&v, "brokerName", "")?.unwrap_or_default(),
+            broker_id: read::i64_or(&v, "brokerId", "", 0)?,
+            epoch_list,
+            max_offset: read::i64_or(&v, "maxOffset", "", 0)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +317,31 @@ mod tests {
         let body = info.encode();
         assert!(body.starts_with(br#"{"replicasInfoTable":{"b":{"inSyncReplicas":[{"alive":true,"brokerAddress":"127.0.0.1:10911","brokerId":1,"brokerName":"b"}]"#));
         assert_eq!(BrokerReplicasInfo::decode(&body).unwrap(), info);
+    }
+
+    #[test]
+    fn epoch_entry_cache_round_trips_with_javas_open_end() {
+        let cache = EpochEntryCache {
+            cluster_name: "C".into(),
+            broker_name: "b".into(),
+            broker_id: 1,
+            epoch_list: vec![
+                EpochEntryBody {
+                    epoch: 1,
+                    start_offset: 0,
+                    end_offset: 100,
+                },
+                EpochEntryBody {
+                    epoch: 2,
+                    start_offset: 100,
+                    end_offset: i64::MAX,
+                },
+            ],
+            max_offset: 150,
+        };
+        let body = cache.encode();
+        assert!(body.starts_with(br#"{"brokerId":1,"brokerName":"b","clusterName":"C","epochList":[{"endOffset":100,"epoch":1,"startOffset":0}"#));
+        assert!(String::from_utf8_lossy(&body).contains("9223372036854775807"));
+        assert_eq!(EpochEntryCache::decode(&body).unwrap(), cache);
     }
 }

@@ -51,6 +51,7 @@ pub const BODY_TYPES: &[&str] = &[
     "SyncStateSet",
     "ElectMasterResponseBody",
     "BrokerReplicasInfo",
+    "EpochEntryCache",
 ];
 
 /// `Ok(true)` when `first` decoded and its encoding decodes to the same value, `Ok(false)`
@@ -77,7 +78,9 @@ fn round_trip<T: PartialEq + std::fmt::Debug, E>(
 
 /// The controller's bodies (they encode to bytes, not text).
 fn check_controller_bodies(body: &[u8]) -> Result<usize, String> {
-    use crate::body::controller::{BrokerReplicasInfo, ElectMasterResponseBody, SyncStateSet};
+    use crate::body::controller::{
+        BrokerReplicasInfo, ElectMasterResponseBody, EpochEntryCache, SyncStateSet,
+    };
     let mut decoded = usize::from(round_trip(
         "SyncStateSet",
         SyncStateSet::decode(body),
@@ -95,6 +98,12 @@ fn check_controller_bodies(body: &[u8]) -> Result<usize, String> {
         BrokerReplicasInfo::decode(body),
         BrokerReplicasInfo::encode,
         BrokerReplicasInfo::decode,
+    )?);
+    decoded += usize::from(round_trip(
+        "EpochEntryCache",
+        EpochEntryCache::decode(body),
+        EpochEntryCache::encode,
+        EpochEntryCache::decode,
     )?);
     Ok(decoded)
 }

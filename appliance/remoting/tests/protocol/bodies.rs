@@ -62,6 +62,8 @@ fn seeds() -> Vec<Vec<u8>> {
             r#"{"replicasInfoTable":{"b":{"inSyncReplicas":[{"alive":true,"brokerAddress":"a:1","brokerId":1,"brokerName":"b"}],"#,
             r#""masterAddress":"a:1","masterBrokerId":1,"masterEpoch":2,"notInSyncReplicas":[],"syncStateSetEpoch":2}}}"#
         ),
+        // GET_BROKER_EPOCH_CACHE answer.
+        r#"{"brokerId":1,"brokerName":"b","clusterName":"C","epochList":[{"endOffset":9223372036854775807,"epoch":1,"startOffset":0}],"maxOffset":64}"#,
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
