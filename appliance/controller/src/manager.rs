@@ -22,11 +22,14 @@ use ringmq_remoting::header::namesrv::BrokerHeartbeatRequestHeader;
 use ringmq_remoting::header::CommandHeader;
 use ringmq_remoting::json;
 use ringmq_remoting::{RemotingCommand, RequestCode, ResponseCode};
+use ringmq_sync::LockExt;
 
 use crate::config::{ControllerConfig, Peer};
 use crate::consensus::state_machine::SharedState;
 use crate::consensus::{network, EventBatch, NodeId, Raft};
-use crate::heartbeat::{BrokerLiveTable, Heartbeat, LiveView, DEFAULT_HEARTBEAT_TIMEOUT_MS};
+use crate::heartbeat::{
+    BrokerLiveTable, Heartbeat, LiveView, Liveness, DEFAULT_HEARTBEAT_TIMEOUT_MS,
+};
 use crate::replicas::{ControllerResult, MasterInfo, ReplicasInfo};
 
 /// How long a broker's role-change notice may take.
@@ -109,10 +112,7 @@ impl Manager {
     }
 
     fn config(&self) -> ControllerConfig {
-        self.config
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.config.lock_unpoisoned().clone()
     }
 
     /// The current Raft leader's index among the peers, if one is known.
@@ -223,12 +223,7 @@ impl Manager {
             conn: conn_id,
         };
         let now = self.now_ms();
-        if !self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .on_heartbeat(hb, now)
-        {
+        if !self.live.lock_unpoisoned().on_heartbeat(hb, now) {
             return Err(Refusal(
                 ResponseCode::SystemError,
                 "the controller tracks too many brokers; heartbeat refused".into(),
@@ -246,7 +241,7 @@ impl Manager {
             .map_err(|_| Refusal(ResponseCode::SystemError, "config body is not UTF-8".into()))?;
         let props = Properties::parse(text)
             .map_err(|e| Refusal(ResponseCode::SystemError, format!("config body: {e}")))?;
-        let mut config = self.config.lock().unwrap_or_else(|p| p.into_inner());
+        let mut config = self.config.lock_unpoisoned();
         config
             .update(&props)
             .map_err(|e| Refusal(ResponseCode::NoPermission, e))?;
@@ -262,20 +257,21 @@ impl Manager {
     /// Leadership, confirmed with a quorum, and every committed entry applied: what a
     /// validation must see.
     async fn lead(&self) -> Result<(), Refusal> {
-        let not_leader = || {
-            Refusal(
-                ResponseCode::ControllerNotLeader,
-                "The controller is not in leader state".into(),
-            )
-        };
         if !self.is_leader() {
-            return Err(not_leader());
+            return Err(not_leader(""));
         }
         self.raft
             .ensure_linearizable()
             .await
-            .map_err(|_| not_leader())?;
+            .map_err(|_| not_leader(""))?;
         Ok(())
+    }
+
+    /// Runs `f` on the applied tables and the brokers alive now (short locks, no await).
+    fn with_tables<R>(&self, f: impl FnOnce(&ReplicasInfo, &LiveView<'_>) -> R) -> R {
+        let state = self.state.lock();
+        let live = self.live.lock_unpoisoned();
+        f(&state.replicas, &live.at(self.now_ms()))
     }
 
     /// Validates with `decide` against the applied tables and the live brokers, replicates
@@ -287,21 +283,14 @@ impl Manager {
         let _one_at_a_time = self.writes.lock().await;
         self.lead().await?;
         let config = self.config();
-        let result = {
-            let state = self.state.lock();
-            let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-            decide(&state.replicas, &live.at(self.now_ms()), &config)
-        };
+        let result = self.with_tables(|r, live| decide(r, live, &config));
         if !result.events.is_empty() {
             let batch = EventBatch {
                 events: result.events.iter().map(|e| e.encode()).collect(),
             };
             self.raft.client_write(batch).await.map_err(|e| {
                 tracing::warn!(error = %e, "controller write not replicated");
-                Refusal(
-                    ResponseCode::ControllerNotLeader,
-                    format!("The controller is not in leader state: {e}"),
-                )
+                not_leader(&format!(": {e}"))
             })?;
         }
         Ok(result)
@@ -312,9 +301,7 @@ impl Manager {
         answer: impl FnOnce(&ReplicasInfo, &LiveView<'_>) -> R,
     ) -> Result<R, Refusal> {
         self.lead().await?;
-        let state = self.state.lock();
-        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(answer(&state.replicas, &live.at(self.now_ms())))
+        Ok(self.with_tables(answer))
     }
 
     async fn next_broker_id(&self, request: &RemotingCommand) -> Answer {
@@ -493,11 +480,7 @@ impl Manager {
         if self.is_stopping() {
             return;
         }
-        let gone = self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .on_conn_closed(conn_id);
+        let gone = self.live.lock_unpoisoned().on_conn_closed(conn_id);
         if let Some((cluster, name, id)) = gone {
             tracing::info!(%cluster, broker_name = %name, broker_id = id, "broker connection closed; broker marked inactive");
             self.rescan.notify_one();
@@ -546,22 +529,14 @@ impl Manager {
             return;
         }
         let now = self.now_ms();
-        let gone = self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .scan_inactive(now);
+        let gone = self.live.lock_unpoisoned().scan_inactive(now);
         for (cluster, name, id) in &gone {
             tracing::info!(%cluster, broker_name = %name, broker_id = id, "broker heartbeat timed out; broker marked inactive");
         }
         if !self.is_leader() || self.is_stopping() {
             return;
         }
-        let sets = {
-            let state = self.state.lock();
-            let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-            state.replicas.sets_needing_election(&live.at(now))
-        };
+        let sets = self.with_tables(|r, live| r.sets_needing_election(live));
         for name in sets {
             self.elect_for_dead_master(&name).await;
         }
@@ -610,35 +585,18 @@ impl Manager {
         if !self.config().notify_broker_role_changed() {
             return;
         }
-        let (targets, body) = {
-            let state = self.state.lock();
-            let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-            let view = live.at(self.now_ms());
-            let (Some(replica), Some(sync)) = (
-                state.replicas.replica_info(broker_name),
-                state.replicas.sync_state(broker_name),
-            ) else {
-                return;
-            };
+        let members = self.with_tables(|r, live| {
+            let (replica, sync) = (r.replica_info(broker_name)?, r.sync_state(broker_name)?);
             let targets: Vec<String> = replica
                 .brokers
                 .iter()
-                .filter(|(id, _)| {
-                    crate::heartbeat::Liveness::is_alive(
-                        &view,
-                        &sync.cluster_name,
-                        broker_name,
-                        **id,
-                    )
-                })
+                .filter(|(id, _)| live.is_alive(&sync.cluster_name, broker_name, **id))
                 .map(|(_, (addr, _))| addr.clone())
                 .collect();
-            let body = SyncStateSet {
-                sync_state_set: sync.sync_state_set.clone(),
-                sync_state_set_epoch: sync.sync_state_set_epoch,
-            }
-            .encode();
-            (targets, body)
+            Some((targets, sync.sync_state_set_body()))
+        });
+        let Some((targets, body)) = members else {
+            return;
         };
         let header = NotifyBrokerRoleChangedRequestHeader {
             master_address: master.master_address.clone(),
@@ -663,6 +621,14 @@ impl Manager {
     }
 }
 
+/// CONTROLLER_NOT_LEADER with upstream's remark (and why, when known).
+fn not_leader(detail: &str) -> Refusal {
+    Refusal(
+        ResponseCode::ControllerNotLeader,
+        format!("The controller is not in leader state{detail}"),
+    )
+}
+
 fn elect_header(m: &MasterInfo) -> ElectMasterResponseHeader {
     ElectMasterResponseHeader {
         master_broker_id: m.master_broker_id,
@@ -675,7 +641,6 @@ fn elect_header(m: &MasterInfo) -> ElectMasterResponseHeader {
 /// CONTROLLER_GET_SYNC_STATE_DATA: for each known set, its master and its replicas in and
 /// out of the SyncStateSet with their liveness.
 fn sync_state_data(r: &ReplicasInfo, live: &LiveView<'_>, names: &[String]) -> BrokerReplicasInfo {
-    use crate::heartbeat::Liveness;
     let mut out = BrokerReplicasInfo::default();
     for name in names {
         let (Some(replica), Some(sync)) = (r.replica_info(name), r.sync_state(name)) else {
@@ -683,10 +648,7 @@ fn sync_state_data(r: &ReplicasInfo, live: &LiveView<'_>, names: &[String]) -> B
         };
         let mut info = ReplicasInfoBody {
             master_broker_id: sync.master_broker_id,
-            master_address: sync
-                .master_broker_id
-                .and_then(|id| replica.brokers.get(&id))
-                .map(|(a, _)| a.clone()),
+            master_address: replica.address(sync.master_broker_id),
             master_epoch: sync.master_epoch,
             sync_state_set_epoch: sync.sync_state_set_epoch,
             ..Default::default()

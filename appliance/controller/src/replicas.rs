@@ -27,7 +27,8 @@ pub struct BrokerReplicaInfo {
 }
 
 impl BrokerReplicaInfo {
-    fn address(&self, id: Option<i64>) -> Option<String> {
+    /// The address of broker `id`, when the id is given and known.
+    pub fn address(&self, id: Option<i64>) -> Option<String> {
         id.and_then(|id| self.brokers.get(&id))
             .map(|(a, _)| a.clone())
     }
@@ -56,7 +57,8 @@ pub struct SyncStateInfo {
 }
 
 impl SyncStateInfo {
-    fn sync_state_set_body(&self) -> Vec<u8> {
+    /// The set as its `SyncStateSet` body.
+    pub fn sync_state_set_body(&self) -> Vec<u8> {
         SyncStateSet {
             sync_state_set: self.sync_state_set.clone(),
             sync_state_set_epoch: self.sync_state_set_epoch,

@@ -12,6 +12,7 @@ use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot, Snapsho
 use openraft::{
     BasicNode, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogId, StoredMembership,
 };
+use ringmq_sync::LockExt;
 use serde::{Deserialize, Serialize};
 
 use super::{io_error, Entry, LogId, NodeId, StorageError, TypeConfig};
@@ -35,7 +36,7 @@ pub struct SharedState(Arc<Mutex<Applied>>);
 impl SharedState {
     pub fn lock(&self) -> MutexGuard<'_, Applied> {
         // A panic while applying cannot leave half an event: apply() works on a copy.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.lock_unpoisoned()
     }
 }
 

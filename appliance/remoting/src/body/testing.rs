@@ -81,30 +81,18 @@ fn check_controller_bodies(body: &[u8]) -> Result<usize, String> {
     use crate::body::controller::{
         BrokerReplicasInfo, ElectMasterResponseBody, EpochEntryCache, SyncStateSet,
     };
-    let mut decoded = usize::from(round_trip(
-        "SyncStateSet",
-        SyncStateSet::decode(body),
-        SyncStateSet::encode,
-        SyncStateSet::decode,
-    )?);
-    decoded += usize::from(round_trip(
-        "ElectMasterResponseBody",
-        ElectMasterResponseBody::decode(body),
-        ElectMasterResponseBody::encode,
-        ElectMasterResponseBody::decode,
-    )?);
-    decoded += usize::from(round_trip(
-        "BrokerReplicasInfo",
-        BrokerReplicasInfo::decode(body),
-        BrokerReplicasInfo::encode,
-        BrokerReplicasInfo::decode,
-    )?);
-    decoded += usize::from(round_trip(
-        "EpochEntryCache",
-        EpochEntryCache::decode(body),
-        EpochEntryCache::encode,
-        EpochEntryCache::decode,
-    )?);
+    let mut decoded = 0usize;
+    macro_rules! bytes_bodies {
+        ($($ty:ident),*) => {$(
+            decoded += usize::from(round_trip(stringify!($ty), $ty::decode(body), $ty::encode, $ty::decode)?);
+        )*};
+    }
+    bytes_bodies!(
+        SyncStateSet,
+        ElectMasterResponseBody,
+        BrokerReplicasInfo,
+        EpochEntryCache
+    );
     Ok(decoded)
 }
 
