@@ -149,6 +149,23 @@ pub fn with_timeout<T: Send + 'static>(
         .map_err(|_| format!("{what} did not finish within {timeout:?}"))
 }
 
+/// The used share of the disk under the working directory, as `df` prints it. A broker
+/// refuses writes, timer and POP re-puts included, once its partition passes 90 %, so a
+/// test that waits for messages names the host's disk when it gives up.
+pub fn host_disk_usage() -> String {
+    match std::process::Command::new("df")
+        .args(["--output=pcent", "."])
+        .output()
+    {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let used = text.lines().nth(1).unwrap_or("?").trim().to_string();
+            format!("host disk {used} used; brokers refuse writes above 90 %")
+        }
+        Err(e) => format!("host disk usage unknown: {e}"),
+    }
+}
+
 /// The `broker.conf` lines every test broker starts from: loopback only, ephemeral port,
 /// small CommitLog files (the default 1 GiB would be mapped per broker), and no forced
 /// cleaning: on a host whose disk is above `diskSpaceCleanForciblyRatio` (at most 85 %) a
@@ -425,8 +442,9 @@ pub fn pull_all_from(
         if Instant::now() >= deadline {
             panic!(
                 "pulled {} of {expected} messages from {topic} at {addr} before the deadline \
-                 (last error: {last_error:?})",
-                got.len()
+                 (last error: {last_error:?}; {})",
+                got.len(),
+                host_disk_usage()
             );
         }
         if !progressed {

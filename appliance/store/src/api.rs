@@ -84,6 +84,30 @@ pub trait StoreApi: Send + Sync {
     /// Slave: replicate from the master's HA address `host:port` (from `haMasterAddress`
     /// or the name server's registration answer); a changed address reconnects.
     fn update_ha_master_address(&self, _addr: &str) {}
+    /// Controller mode: become master of `epoch` without a restart.
+    fn change_to_master(&self, epoch: i32) -> Result<(), String> {
+        Err(format!("this store cannot become master (epoch {epoch})"))
+    }
+    /// Controller mode: become a slave under `epoch` without a restart.
+    fn change_to_slave(&self, epoch: i32) -> Result<(), String> {
+        Err(format!("this store cannot become a slave (epoch {epoch})"))
+    }
+    /// Controller mode: this broker's controller id, for the HA handshake.
+    fn set_local_broker_id(&self, _broker_id: i64) {}
+    /// Controller mode: the SyncStateSet the controller confirmed.
+    fn set_sync_state_set(&self, _members: &[i64], _epoch: i32) {}
+    /// Controller mode: (epoch, start offset) of every epoch entry, oldest first.
+    fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        Vec::new()
+    }
+    /// Controller mode: the offset every SyncStateSet member holds (-1 unknown).
+    fn confirm_offset(&self) -> i64 {
+        -1
+    }
+    /// Controller mode: why the store must be reopened (a slave that must truncate).
+    fn reopen_request(&self) -> Option<String> {
+        None
+    }
     /// Replication state: connected slaves (master) or the master link (slave).
     fn ha_status(&self) -> HaStatus {
         HaStatus::default()
@@ -196,6 +220,27 @@ impl StoreApi for MessageStore {
 
     fn update_ha_master_address(&self, addr: &str) {
         MessageStore::update_ha_master_address(self, addr)
+    }
+    fn change_to_master(&self, epoch: i32) -> Result<(), String> {
+        MessageStore::change_to_master(self, epoch)
+    }
+    fn change_to_slave(&self, epoch: i32) -> Result<(), String> {
+        MessageStore::change_to_slave(self, epoch)
+    }
+    fn set_local_broker_id(&self, broker_id: i64) {
+        MessageStore::set_local_broker_id(self, broker_id)
+    }
+    fn set_sync_state_set(&self, members: &[i64], epoch: i32) {
+        MessageStore::set_sync_state_set(self, members, epoch)
+    }
+    fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        MessageStore::epoch_entries(self)
+    }
+    fn confirm_offset(&self) -> i64 {
+        MessageStore::confirm_offset(self)
+    }
+    fn reopen_request(&self) -> Option<String> {
+        MessageStore::reopen_request(self)
     }
     fn ha_status(&self) -> HaStatus {
         MessageStore::ha_status(self)

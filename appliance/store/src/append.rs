@@ -109,7 +109,9 @@ impl BatchLimits {
             max_requests: config.append_batch_max_requests.max(1),
             max_bytes: config.append_batch_max_bytes.max(1),
             sync: config.flush_disk_type == FlushDiskType::SyncFlush,
-            slave_ack: config.broker_role == BrokerRole::SyncMaster && config.in_sync_replicas >= 2,
+            // A controller-elected master is a SYNC_MASTER (upstream sets the role so).
+            slave_ack: (config.broker_role == BrokerRole::SyncMaster || config.controller_mode)
+                && config.in_sync_replicas >= 2,
         }
     }
 }
@@ -403,6 +405,11 @@ impl AppendStage {
                 }
                 AppendMsg::DeleteTopic(t) => {
                     self.topic_queue_table.remove(&t);
+                }
+                AppendMsg::RebuildQueueOffsets(done) => {
+                    self.topic_queue_table =
+                        crate::store_open::queue_offset_table(&self.shared.cqs);
+                    let _ = done.try_send(());
                 }
                 AppendMsg::Shutdown(tx) => shutdown = Some(tx),
             }

@@ -163,8 +163,23 @@ pub struct StoreConfig {
     /// second apart before it marks the error; dispatch here keeps retrying after that
     /// too, and puts are accepted again as soon as a retry succeeds.
     pub logic_queue_error_after_ms: u64,
-    /// `brokerRole`.
+    /// `brokerRole`: the role a store opens with. In controller mode the controller
+    /// decides instead, and the live role is [`crate::MessageStore::broker_role`].
     pub broker_role: BrokerRole,
+    /// `enableControllerMode`: the store opens as a slave (it refuses puts until the
+    /// controller elects it) and runs both HA ends, so a role change needs no restart.
+    pub controller_mode: bool,
+    /// `allAckInSyncStateSet` (controller mode): a put that waits for replicas completes
+    /// once every SyncStateSet member holds it, and consumers see only such messages.
+    pub all_ack_in_sync_state_set: bool,
+    /// `syncFromLastFile` (controller mode): an empty slave starts at the master's last
+    /// segment rather than its oldest.
+    pub sync_from_last_file: bool,
+    /// `asyncLearner` (controller mode): this slave never joins the SyncStateSet.
+    pub async_learner: bool,
+    /// `haMaxTimeSlaveNotCatchup`: a SyncStateSet member that has not caught up for this
+    /// long is dropped from the set.
+    pub ha_max_time_slave_not_catchup_ms: u64,
     /// `haListenPort` (the broker passes listenPort + 1 unless set).
     pub ha_listen_port: u16,
     /// Where the master's HA server listens (`bindAddress`); None: no HA server (a store
@@ -323,6 +338,11 @@ impl Default for StoreConfig {
             ha_listen_port: 10912,
             ha_bind_ip: None,
             ha_master_address: None,
+            controller_mode: false,
+            all_ack_in_sync_state_set: false,
+            sync_from_last_file: false,
+            async_learner: false,
+            ha_max_time_slave_not_catchup_ms: 15_000,
             ha_send_heartbeat_interval_ms: 5000,
             ha_housekeeping_interval_ms: 20_000,
             ha_transfer_batch_size_bytes: 32 * 1024,
@@ -519,6 +539,11 @@ impl StoreConfig {
                 }
             }
             "haListenPort" => self.ha_listen_port = num(v, bad)?,
+            "enableControllerMode" => self.controller_mode = flag(v).ok_or_else(bad)?,
+            "allAckInSyncStateSet" => self.all_ack_in_sync_state_set = flag(v).ok_or_else(bad)?,
+            "syncFromLastFile" => self.sync_from_last_file = flag(v).ok_or_else(bad)?,
+            "asyncLearner" => self.async_learner = flag(v).ok_or_else(bad)?,
+            "haMaxTimeSlaveNotCatchup" => self.ha_max_time_slave_not_catchup_ms = num(v, bad)?,
             "haMasterAddress" => {
                 self.ha_master_address = (!v.is_empty()).then(|| v.to_string());
             }
@@ -787,6 +812,15 @@ impl LiveStoreSettings {
     pub fn access_message_in_memory_max_ratio(&self) -> u32 {
         self.access_message_in_memory_max_ratio
             .load(Ordering::Relaxed)
+    }
+}
+
+/// A `true`/`false` value of the replication keys.
+fn flag(v: &str) -> Option<bool> {
+    match v {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
     }
 }
 

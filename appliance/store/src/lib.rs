@@ -43,6 +43,7 @@ pub mod recovery;
 pub mod refusal;
 pub mod reput;
 pub mod retention;
+mod role;
 mod shared;
 mod stage_msg;
 pub mod store;

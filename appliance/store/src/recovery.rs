@@ -66,6 +66,7 @@ pub(crate) fn recover(
     let redispatch_from = if last_exit_ok { dispatch_from } else { 0 };
     let (process, redispatched) =
         scan_valid_end(&files, start_idx, check_crc, redispatch_from, dispatcher)?;
+    let process = requested_truncation(shared, process);
     truncate_logics(shared, process)?;
     let preallocated_kept = truncate_commit_log(log, process, last_exit_ok)?;
     // ConsumeQueue min offsets against the CommitLog min.
@@ -78,6 +79,23 @@ pub(crate) fn recover(
         redispatched,
         preallocated_kept,
     })
+}
+
+/// Controller mode: a slave whose log ran past what it shares with its master left the
+/// offset to cut at (see `ha::replicas`); recovery cuts there instead of the valid end.
+fn requested_truncation(shared: &Shared, process: u64) -> u64 {
+    let root = &shared.config.store_path_root_dir;
+    match crate::ha::replicas::pending_truncation(root) {
+        Some(offset) if shared.config.controller_mode && offset < process => {
+            tracing::warn!(
+                valid_end = process,
+                truncate_to = offset,
+                "recovery: truncating the CommitLog to the last offset shared with the master"
+            );
+            offset
+        }
+        _ => process,
+    }
 }
 
 /// No CommitLog at all: nothing the queues point to exists.

@@ -173,7 +173,15 @@ impl Shared {
             append_doorbell,
             core_ports: OnceLock::new(),
             send_queue_wait_limit_ms: AtomicU64::new(0),
-            ha: crate::ha::HaState::new(ha_doorbell, config.ha_master_address.clone()),
+            ha: crate::ha::HaState::new(
+                ha_doorbell,
+                config.ha_master_address.clone(),
+                if config.controller_mode {
+                    crate::config::BrokerRole::Slave
+                } else {
+                    config.broker_role
+                },
+            ),
             config,
         }
     }

@@ -40,6 +40,9 @@ pub(crate) enum AppendMsg {
         bytes: Vec<u8>,
         reply: SyncSender<Result<u64, String>>,
     },
+    /// A slave became master: take every queue's next offset from the ConsumeQueues
+    /// (dispatch has caught up with the replicated records), then answer.
+    RebuildQueueOffsets(SyncSender<()>),
     /// Forget a topic's queue offsets (topic deleted).
     DeleteTopic(String),
     /// Finish queued work, stop; the flush stage is told to stop after a final flush.

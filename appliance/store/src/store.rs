@@ -5,7 +5,7 @@
 
 use crate::append;
 use crate::checkpoint::Checkpoint;
-use crate::config::{BrokerRole, ConfigValueError, LiveStoreSettings, StoreConfig};
+use crate::config::{ConfigValueError, LiveStoreSettings, StoreConfig};
 use crate::core_port::{run_callback, CorePorts, Submitted};
 use crate::retention::{self, RetentionState};
 use crate::shared::{Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
@@ -46,7 +46,7 @@ pub(crate) struct Inner {
     pub(crate) put_tx: SyncSender<AppendMsg>,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// The HA server (master) or client (slave), if running.
-    pub(crate) ha_thread: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) ha_threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) reput_handle: Mutex<Option<JoinHandle<()>>>,
     pub(crate) housekeeping: Mutex<Option<StopHandle>>,
     /// The retention thread and its stop signal.
@@ -122,7 +122,7 @@ impl MessageStore {
             s.refusals.refused(REFUSED_SHUTTING_DOWN);
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
         }
-        if s.config.broker_role == BrokerRole::Slave {
+        if s.ha.is_slave() {
             s.refusals.refused(REFUSED_SLAVE);
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
         }

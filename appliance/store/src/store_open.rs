@@ -43,7 +43,7 @@ const LOCK_RETRY_MS: u64 = 1000;
 const MIN_CLEAN_INTERVAL_MS: u64 = 100;
 
 /// `topic -> queueId -> next queue offset`, the append stage's starting table.
-type QueueOffsetTable = HashMap<String, HashMap<i32, i64>>;
+pub(crate) type QueueOffsetTable = HashMap<String, HashMap<i32, i64>>;
 
 impl MessageStore {
     /// Opens the store under `config.store_path_root_dir`: locks it, loads and recovers
@@ -65,6 +65,7 @@ impl MessageStore {
             Arc::new(ha_doorbell),
         ));
         let (dispatcher, process_offset) = recover(&shared, last_exit_ok, &cp)?;
+        open_replica_state(&shared, process_offset)?;
         let spec = segment_spec(&shared.config);
         create_first_put_segment(&shared.log, &shared.config, process_offset, spec)?;
         let table = queue_offset_table(&shared.cqs);
@@ -72,7 +73,7 @@ impl MessageStore {
         mark_running(&shared, &checkpoint)?;
         let ring = start_write_ring(&shared, process_offset)?;
         let (put_tx, threads) = start_append_and_flush(&shared, spec, table, ring)?;
-        let ha_thread = start_ha(&shared, &put_tx);
+        let ha_threads = start_ha(&shared, &put_tx);
         let reput_handle = start_reput(&shared, dispatcher, process_offset)?;
         let housekeeping = start_housekeeping(&shared, &checkpoint)?;
         let retention = Arc::new(Mutex::new(RetentionState::default()));
@@ -82,7 +83,7 @@ impl MessageStore {
                 shared,
                 put_tx,
                 threads: Mutex::new(threads),
-                ha_thread: Mutex::new(ha_thread),
+                ha_threads: Mutex::new(ha_threads),
                 reput_handle: Mutex::new(Some(reput_handle)),
                 housekeeping: Mutex::new(Some(housekeeping)),
                 cleaner: Mutex::new(Some(cleaner)),
@@ -194,6 +195,28 @@ fn recover(
     Ok((dispatcher, recovered.process_offset))
 }
 
+/// Controller mode: loads the epoch file against the recovered log and forgets a
+/// truncation recovery has made.
+fn open_replica_state(shared: &Shared, max_offset: u64) -> Result<(), StoreError> {
+    if !shared.config.controller_mode {
+        return Ok(());
+    }
+    let root = &shared.config.store_path_root_dir;
+    let min_offset = shared.log.min_offset();
+    shared
+        .ha
+        .replicas
+        .open(root, min_offset, max_offset)
+        .map_err(|e| StoreError::io("load epochFileCheckpoint", root, e))?;
+    let marker = crate::ha::replicas::truncate_file(root);
+    match std::fs::remove_file(&marker) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(StoreError::io("remove the truncation file", &marker, e))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn segment_spec(config: &StoreConfig) -> SegmentSpec {
     SegmentSpec {
         file_size: config.mapped_file_size_commit_log,
@@ -227,7 +250,7 @@ fn create_first_put_segment(
     Ok(())
 }
 
-fn queue_offset_table(cqs: &ConsumeQueueTable) -> QueueOffsetTable {
+pub(crate) fn queue_offset_table(cqs: &ConsumeQueueTable) -> QueueOffsetTable {
     let mut table = QueueOffsetTable::new();
     for cq in cqs.all() {
         table
@@ -318,11 +341,15 @@ fn start_append_and_flush(
     Ok((put_tx, threads))
 }
 
-/// Starts replication: the HA server of a master, the HA client of a slave.
-fn start_ha(shared: &Arc<Shared>, put_tx: &SyncSender<AppendMsg>) -> Option<JoinHandle<()>> {
-    match shared.config.broker_role {
-        BrokerRole::Slave => crate::ha::slave::start(shared, put_tx.clone()),
-        BrokerRole::AsyncMaster | BrokerRole::SyncMaster => crate::ha::master::start(shared),
+/// Starts replication: the HA server of a master, the HA client of a slave, both in
+/// controller mode (each idles while the store holds the other role).
+fn start_ha(shared: &Arc<Shared>, put_tx: &SyncSender<AppendMsg>) -> Vec<JoinHandle<()>> {
+    let server = || crate::ha::master::start(shared);
+    let client = || crate::ha::slave::start(shared, put_tx.clone());
+    match (shared.config.controller_mode, shared.config.broker_role) {
+        (true, _) => server().into_iter().chain(client()).collect(),
+        (false, BrokerRole::Slave) => client().into_iter().collect(),
+        (false, _) => server().into_iter().collect(),
     }
 }
 
@@ -446,7 +473,7 @@ impl Inner {
     fn stop_ha(&self) {
         self.shared.ha.stop.store(true, Ordering::Release);
         self.shared.ha.doorbell.notify();
-        if let Some(h) = self.ha_thread.lock_unpoisoned().take() {
+        for h in std::mem::take(&mut *self.ha_threads.lock_unpoisoned()) {
             let _ = h.join();
         }
     }

@@ -341,6 +341,13 @@ pub struct HaSlaveStatus {
     pub in_sync: bool,
     /// The offset the transfer to this slave started from.
     pub transfer_from_where: i64,
+    /// Controller mode: the slave's controller-assigned broker id (from its handshake).
+    pub broker_id: Option<i64>,
+    /// Controller mode: the slave is an `asyncLearner` (never in the SyncStateSet).
+    pub async_learner: bool,
+    /// Controller mode: when (ms since the epoch) the slave last held everything this
+    /// master had sent it; 0 never.
+    pub caught_up_at_ms: i64,
 }
 
 /// Replication as this broker's store sees it (brokerStatus, clusterList, pull routing).

@@ -1952,6 +1952,8 @@ fn a_segment_whose_unlink_failed_is_deleted_again_later() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[path = "store/autoswitch.rs"]
+mod autoswitch;
 #[path = "store/faults.rs"]
 mod faults;
 #[path = "store/live_settings.rs"]

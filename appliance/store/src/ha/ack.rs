@@ -33,7 +33,7 @@ pub(crate) fn wait_for_slave(shared: &Shared, waiters: Vec<Waiter>) {
 /// deadline (FLUSH_SLAVE_TIMEOUT); with `all`, every one left (shutdown). Returns the
 /// earliest deadline still waiting.
 pub(crate) fn complete_slave_waiters(shared: &Shared, all: bool) -> Option<Instant> {
-    let acked = shared.ha.push_to_slave_max_offset.load(Ordering::Acquire);
+    let acked = acked_offset(shared);
     let now = Instant::now();
     let mut done = Vec::new();
     let next = {
@@ -59,4 +59,15 @@ pub(crate) fn complete_slave_waiters(shared: &Shared, all: bool) -> Option<Insta
         shared.ring_cores();
     }
     next
+}
+
+/// What replication has acknowledged: the offset every SyncStateSet member holds under
+/// controller mode with `allAckInSyncStateSet`, else the highest offset a slave holds.
+fn acked_offset(shared: &Shared) -> u64 {
+    let c = &shared.config;
+    if c.controller_mode && c.all_ack_in_sync_state_set {
+        let confirm = shared.ha.replicas.confirm_offset.load(Ordering::Acquire);
+        return confirm.max(0) as u64;
+    }
+    shared.ha.push_to_slave_max_offset.load(Ordering::Acquire)
 }

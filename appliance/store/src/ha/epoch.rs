@@ -255,6 +255,10 @@ impl EpochFile {
         }
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The stored cache (from `.bak` when the file is missing or bad); empty when
     /// neither exists.
     pub fn load(&self) -> std::io::Result<EpochCache> {

@@ -7,7 +7,18 @@
 //! or, for bytes already written, from the file; with heartbeats when idle, housekeeping
 //! close of silent slaves and optional flow control. The append stage wakes it through
 //! `HaState::doorbell` after each publish while slaves are connected.
+//!
+//! In controller mode the same stage speaks the auto-switch protocol (spec §g.3): a slave
+//! first sends a handshake with its broker id and gets the epoch entries back; frames carry
+//! a 36-byte header with the epoch, its start offset and the confirm offset, and never span
+//! two epochs. The stage also keeps each slave's caught-up time and the confirm offset the
+//! SyncStateSet members hold.
 
+use super::autoswitch::{
+    encode_handshake_reply, encode_transfer_header, SlaveMessage, SlaveStreamDecoder,
+    TRANSFER_HEADER_BYTES,
+};
+use super::epoch::OPEN_END_OFFSET;
 use super::protocol::{encode_frame_header, ReportDecoder, FRAME_HEADER_SIZE_BYTES};
 use crate::commit_log::CommitLog;
 use crate::mapped_file::OS_PAGE_SIZE;
@@ -67,18 +78,43 @@ pub(crate) fn start(shared: &Arc<Shared>) -> Option<JoinHandle<()>> {
     }
 }
 
+/// What a controller-mode slave said in its handshake.
+#[derive(Debug, Clone, Copy)]
+struct Handshake {
+    broker_id: i64,
+    async_learner: bool,
+    sync_from_last_file: bool,
+}
+
+/// The auto-switch side of a connection (controller mode).
+#[derive(Default)]
+struct AutoSwitchConn {
+    decoder: SlaveStreamDecoder,
+    handshake: Option<Handshake>,
+    /// The master's max offset when the last frame started: a report at or past it means
+    /// the slave holds everything the master had then.
+    max_when_sent: u64,
+    caught_up_at_ms: i64,
+}
+
 /// One slave connection.
 struct Conn {
     stream: TcpStream,
     addr: String,
     reports: ReportDecoder,
+    /// Controller mode only.
+    auto: Option<AutoSwitchConn>,
+    /// Control bytes (the handshake reply) sent before the next frame.
+    out: Vec<u8>,
+    out_sent: usize,
     /// The offset the slave last reported holding (None before its first report).
     ack_offset: Option<u64>,
     /// Next CommitLog byte to send (set by the first report).
     next_offset: Option<u64>,
     /// Where the transfer to this slave started (`transferFromWhere`).
     transfer_from: u64,
-    header: [u8; FRAME_HEADER_SIZE_BYTES],
+    header: [u8; TRANSFER_HEADER_BYTES],
+    header_len: usize,
     header_sent: usize,
     body_left: u64,
     last_read: Instant,
@@ -91,17 +127,21 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, addr: SocketAddr) -> Self {
+    fn new(stream: TcpStream, addr: SocketAddr, controller_mode: bool) -> Self {
         let now = Instant::now();
         Conn {
             stream,
             addr: addr.to_string(),
             reports: ReportDecoder::default(),
+            auto: controller_mode.then(AutoSwitchConn::default),
+            out: Vec::new(),
+            out_sent: 0,
             ack_offset: None,
             next_offset: None,
             transfer_from: 0,
-            header: [0; FRAME_HEADER_SIZE_BYTES],
-            header_sent: FRAME_HEADER_SIZE_BYTES,
+            header: [0; TRANSFER_HEADER_BYTES],
+            header_len: 0,
+            header_sent: 0,
             body_left: 0,
             last_read: now,
             last_write: now,
@@ -111,10 +151,26 @@ impl Conn {
         }
     }
 
-    fn start_frame(&mut self, offset: u64, len: u64) {
-        self.header = encode_frame_header(offset as i64, len as i32);
+    /// A classic frame, or an auto-switch one of `epoch` (start, confirm offset).
+    fn start_frame(&mut self, offset: u64, len: u64, epoch: Option<(i32, i64, i64)>) {
+        match epoch {
+            None => {
+                self.header[..FRAME_HEADER_SIZE_BYTES]
+                    .copy_from_slice(&encode_frame_header(offset as i64, len as i32));
+                self.header_len = FRAME_HEADER_SIZE_BYTES;
+            }
+            Some((epoch, epoch_start, confirm)) => {
+                self.header =
+                    encode_transfer_header(len as i32, offset as i64, epoch, epoch_start, confirm);
+                self.header_len = TRANSFER_HEADER_BYTES;
+            }
+        }
         self.header_sent = 0;
         self.body_left = len;
+    }
+
+    fn handshake(&self) -> Option<Handshake> {
+        self.auto.as_ref().and_then(|a| a.handshake)
     }
 }
 
@@ -157,6 +213,12 @@ impl MasterStage {
     /// Sends what each connection may send now and closes the ones that failed.
     fn serve_all(&mut self) {
         self.next_waiter_deadline = super::ack::complete_slave_waiters(&self.shared, false);
+        if self.shared.ha.is_slave() {
+            // Controller mode demoted this store: its former slaves follow the new master.
+            while !self.conns.is_empty() {
+                self.close(0, "this broker is a slave now");
+            }
+        }
         let now = Instant::now();
         let mut i = 0;
         while i < self.conns.len() {
@@ -248,6 +310,10 @@ impl MasterStage {
         loop {
             match self.listener.accept() {
                 Ok((stream, addr)) => {
+                    if self.shared.ha.is_slave() {
+                        tracing::warn!(slave = %addr, "HA connection refused: this broker is a slave now");
+                        continue;
+                    }
                     if self.conns.len() >= MAX_SLAVES {
                         tracing::warn!(slave = %addr, "HA connection refused: {MAX_SLAVES} slaves already connected");
                         continue;
@@ -258,7 +324,8 @@ impl MasterStage {
                     }
                     let _ = stream.set_nodelay(true);
                     tracing::info!(slave = %addr, "HA slave connected");
-                    self.conns.push(Conn::new(stream, addr));
+                    let controller_mode = self.shared.config.controller_mode;
+                    self.conns.push(Conn::new(stream, addr, controller_mode));
                     self.publish_status();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -271,18 +338,24 @@ impl MasterStage {
         }
     }
 
-    /// Reads the slave's reports; the newest one is its ack.
+    /// Reads the slave's reports (after its handshake, in controller mode); the newest
+    /// report is its ack.
     fn read_reports(&mut self, i: usize) -> Result<(), String> {
         let mut buf = [0u8; READ_CHUNK_BYTES];
         let mut latest = None;
+        let mut handshake = None;
         let c = &mut self.conns[i];
         for _ in 0..MAX_READS_PER_WAKE {
             match c.stream.read(&mut buf) {
                 Ok(0) => return Err("closed by the slave".into()),
                 Ok(n) => {
                     c.last_read = Instant::now();
-                    if let Some(r) = c.reports.feed(&buf[..n]) {
-                        latest = Some(r);
+                    match &mut c.auto {
+                        None => latest = c.reports.feed(&buf[..n]).or(latest),
+                        Some(a) => {
+                            a.decoder.feed(&buf[..n]);
+                            read_auto_messages(a, &mut handshake, &mut latest)?;
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -290,9 +363,32 @@ impl MasterStage {
                 Err(e) => return Err(format!("read failed: {e}")),
             }
         }
+        if let Some(h) = handshake {
+            self.on_handshake(i, h);
+        }
         match latest {
             Some(r) => self.on_report(i, r),
             None => Ok(()),
+        }
+    }
+
+    /// Answers a handshake with this master's max offset and epoch entries.
+    fn on_handshake(&mut self, i: usize, h: Handshake) {
+        let replicas = &self.shared.ha.replicas;
+        let entries = replicas.epoch_entries();
+        let max = self.shared.log.max_offset();
+        let c = &mut self.conns[i];
+        tracing::info!(
+            slave = c.addr,
+            broker_id = h.broker_id,
+            async_learner = h.async_learner,
+            epochs = entries.len(),
+            "HA handshake"
+        );
+        c.out = encode_handshake_reply(max as i64, replicas.last_epoch(), &entries);
+        c.out_sent = 0;
+        if let Some(a) = &mut c.auto {
+            a.handshake = Some(h);
         }
     }
 
@@ -308,7 +404,9 @@ impl MasterStage {
         let reported = reported as u64;
         let c = &mut self.conns[i];
         if c.next_offset.is_none() {
+            let from_oldest = c.handshake().is_some_and(|h| !h.sync_from_last_file);
             let start = match reported {
+                0 if from_oldest => log.min_offset(),
                 0 => max - max % log.file_size(),
                 r => r,
             };
@@ -320,12 +418,47 @@ impl MasterStage {
             self.shared.ha.record_ack(prev);
         }
         c.ack_offset = Some(reported);
+        if let Some(a) = &mut c.auto {
+            if reported >= a.max_when_sent {
+                a.caught_up_at_ms = ringmq_sync::now_ms();
+            }
+        }
         self.shared
             .ha
             .push_to_slave_max_offset
             .fetch_max(reported, Ordering::AcqRel);
+        self.update_confirm_offset();
         self.publish_status();
         Ok(())
+    }
+
+    /// Controller mode: the confirm offset is the least offset the connected SyncStateSet
+    /// members hold (this master's max when it is alone); while a member is not
+    /// connected the previous value stands.
+    fn update_confirm_offset(&self) {
+        if !self.shared.config.controller_mode {
+            return;
+        }
+        let replicas = &self.shared.ha.replicas;
+        let local = replicas.local_broker_id.load(Ordering::Acquire);
+        let mut confirm = self.shared.log.max_offset();
+        for member in replicas.sync_state_set().members {
+            if member == local {
+                continue;
+            }
+            let held = self
+                .conns
+                .iter()
+                .find(|c| c.handshake().is_some_and(|h| h.broker_id == member))
+                .and_then(|c| c.ack_offset);
+            match held {
+                Some(ack) => confirm = confirm.min(ack),
+                None => return,
+            }
+        }
+        replicas
+            .confirm_offset
+            .store(confirm as i64, Ordering::Release);
     }
 
     /// Refreshes the slaves' status the API reads.
@@ -342,6 +475,9 @@ impl MasterStage {
                     ack_offset: ack as i64,
                     in_sync: c.ack_offset.is_some() && max.saturating_sub(ack) < gap,
                     transfer_from_where: c.transfer_from as i64,
+                    broker_id: c.handshake().map(|h| h.broker_id),
+                    async_learner: c.handshake().is_some_and(|h| h.async_learner),
+                    caught_up_at_ms: c.auto.as_ref().map_or(0, |a| a.caught_up_at_ms),
                 }
             })
             .collect();
@@ -360,8 +496,18 @@ impl MasterStage {
             if c.want_write {
                 return Ok(());
             }
-            if c.header_sent < FRAME_HEADER_SIZE_BYTES {
-                match c.stream.write(&c.header[c.header_sent..]) {
+            if c.out_sent < c.out.len() {
+                match c.stream.write(&c.out[c.out_sent..]) {
+                    Ok(n) => c.out_sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.want_write = true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("write failed: {e}")),
+                }
+                c.last_write = Instant::now();
+                continue;
+            }
+            if c.header_sent < c.header_len {
+                match c.stream.write(&c.header[c.header_sent..c.header_len]) {
                     Ok(n) => c.header_sent += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.want_write = true,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -385,6 +531,7 @@ impl MasterStage {
     fn next_frame(&mut self, i: usize) -> Result<bool, String> {
         let log = &self.shared.log;
         let max = log.max_offset();
+        let epoch = self.frame_epoch(i, max)?;
         let now = Instant::now();
         let flow = self.shared.config.ha_flow_control_enable;
         let per_second = self.shared.config.max_ha_transfer_bytes_per_second.max(1);
@@ -401,6 +548,9 @@ impl MasterStage {
                 ));
             }
             let mut len = batch.min(max - next).min(log.roll_next_file(next) - next);
+            if let Some((_, _, _, epoch_end)) = epoch {
+                len = len.min(epoch_end.saturating_sub(next));
+            }
             if flow {
                 if now.saturating_duration_since(c.window_start) >= Duration::from_secs(1) {
                     c.window_start = now;
@@ -412,14 +562,38 @@ impl MasterStage {
                 }
                 c.window_bytes += len;
             }
-            c.start_frame(next, len);
+            if let Some(a) = &mut c.auto {
+                a.max_when_sent = max;
+            }
+            c.start_frame(next, len, epoch.map(|(e, s, confirm, _)| (e, s, confirm)));
             return Ok(true);
         }
         if now.saturating_duration_since(c.last_write) >= self.heartbeat {
-            c.start_frame(next, 0);
+            c.start_frame(next, 0, epoch.map(|(e, s, confirm, _)| (e, s, confirm)));
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Controller mode: (epoch, its start, the confirm offset, its end) for the frame
+    /// about to start on connection `i`; None in classic mode or before the handshake
+    /// and first report.
+    fn frame_epoch(&self, i: usize, max: u64) -> Result<Option<(i32, i64, i64, u64)>, String> {
+        let c = &self.conns[i];
+        let (Some(_), Some(next)) = (c.handshake(), c.next_offset) else {
+            return Ok(None);
+        };
+        let replicas = &self.shared.ha.replicas;
+        let at = next.min(max);
+        let entry = replicas.entry_for(at).ok_or_else(|| {
+            format!("no epoch entry of this master covers offset {at}; the slave cannot be served")
+        })?;
+        let end = match entry.end_offset {
+            OPEN_END_OFFSET => u64::MAX,
+            e => e as u64,
+        };
+        let confirm = replicas.confirm_offset.load(Ordering::Acquire).max(0);
+        Ok(Some((entry.epoch, entry.start_offset, confirm, end)))
     }
 
     /// Sends body bytes of the current frame from the CommitLog, never through a buffer of
@@ -491,4 +665,38 @@ fn sendfile_segment(log: &CommitLog, fd: i32, offset: u64, len: u64) -> io::Resu
     } else {
         Ok(n as usize)
     }
+}
+
+/// Takes the complete messages of a controller-mode slave: one handshake first, then
+/// reports (the newest one wins).
+fn read_auto_messages(
+    a: &mut AutoSwitchConn,
+    handshake: &mut Option<Handshake>,
+    latest: &mut Option<i64>,
+) -> Result<(), String> {
+    while let Some(m) = a.decoder.next_message().map_err(|e| e.to_string())? {
+        match m {
+            SlaveMessage::Handshake {
+                sync_from_last_file,
+                async_learner,
+                broker_id,
+            } => {
+                if a.handshake.is_some() || handshake.is_some() {
+                    return Err("a second handshake on one connection".into());
+                }
+                *handshake = Some(Handshake {
+                    broker_id,
+                    async_learner,
+                    sync_from_last_file,
+                });
+            }
+            SlaveMessage::Report { max_offset } => {
+                if a.handshake.is_none() && handshake.is_none() {
+                    return Err("a report before the handshake".into());
+                }
+                *latest = Some(max_offset);
+            }
+        }
+    }
+    Ok(())
 }

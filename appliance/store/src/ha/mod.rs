@@ -14,19 +14,26 @@ pub mod epoch;
 pub(crate) mod lag;
 pub mod master;
 pub mod protocol;
+pub mod replicas;
 pub mod slave;
 
+use crate::config::BrokerRole;
 use crate::stage_msg::Waiter;
 use crate::types::{HaSlaveStatus, HaStatus};
 use ringmq_ring::Notifier;
 use ringmq_sync::LockExt;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Replication state shared by the HA threads, the append stage and the API.
 pub(crate) struct HaState {
+    /// The live role: `brokerRole` at open, changed by the controller in controller mode.
+    role: AtomicU8,
+    /// Master: bumped when this store stops being master; the master stage closes the
+    /// slave connections of an older generation.
+    pub master_generation: AtomicU64,
     /// Rung by the append stage after it publishes, while slaves are connected; the
     /// master stage sleeps on it (with the listener and the connections).
     pub doorbell: Arc<Notifier>,
@@ -51,11 +58,15 @@ pub(crate) struct HaState {
     /// connected) and the ages of what slaves acknowledge (HA stage).
     pub publishes: lag::PublishTimeline,
     pub ack_lag: lag::AckLagHistogram,
+    /// Controller mode: epochs, SyncStateSet, confirm offset.
+    pub replicas: replicas::ReplicaState,
 }
 
 impl HaState {
-    pub fn new(doorbell: Arc<Notifier>, master_addr: Option<String>) -> Self {
+    pub fn new(doorbell: Arc<Notifier>, master_addr: Option<String>, role: BrokerRole) -> Self {
         HaState {
+            role: AtomicU8::new(role_code(role)),
+            master_generation: AtomicU64::new(0),
             doorbell,
             slaves_connected: AtomicUsize::new(0),
             push_to_slave_max_offset: AtomicU64::new(0),
@@ -68,6 +79,41 @@ impl HaState {
             slave_waiters: Mutex::new(VecDeque::new()),
             publishes: lag::PublishTimeline::new(),
             ack_lag: lag::AckLagHistogram::new(),
+            replicas: replicas::ReplicaState::new(),
+        }
+    }
+
+    pub fn role(&self) -> BrokerRole {
+        match self.role.load(Ordering::Acquire) {
+            0 => BrokerRole::AsyncMaster,
+            1 => BrokerRole::SyncMaster,
+            _ => BrokerRole::Slave,
+        }
+    }
+
+    pub fn is_slave(&self) -> bool {
+        self.role() == BrokerRole::Slave
+    }
+
+    /// Takes `role` from now on. Leaving the master role closes the slave connections;
+    /// leaving the slave role forgets the master (the HA client disconnects).
+    pub fn set_role(&self, role: BrokerRole) {
+        let was = self.role();
+        self.role.store(role_code(role), Ordering::Release);
+        if was != BrokerRole::Slave && role == BrokerRole::Slave {
+            self.master_generation.fetch_add(1, Ordering::AcqRel);
+            self.doorbell.notify();
+        }
+        if role != BrokerRole::Slave {
+            self.forget_master();
+        }
+    }
+
+    /// Slave: stop replicating (the HA client disconnects and idles).
+    pub fn forget_master(&self) {
+        let mut cur = self.master_addr.lock_unpoisoned();
+        if cur.take().is_some() {
+            self.master_addr_generation.fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -111,5 +157,13 @@ impl HaState {
             master_addr: self.master_addr.lock_unpoisoned().clone(),
             connected_to_master: self.connected_to_master.load(Ordering::Acquire),
         }
+    }
+}
+
+fn role_code(role: BrokerRole) -> u8 {
+    match role {
+        BrokerRole::AsyncMaster => 0,
+        BrokerRole::SyncMaster => 1,
+        BrokerRole::Slave => 2,
     }
 }

@@ -4,7 +4,19 @@
 //! `haSendHeartbeatInterval` when idle), and hands each frame's bytes to the append stage
 //! (`AppendMsg::Replica`), which owns the CommitLog tail and writes them unchanged at the
 //! same physical offset. Errors close the connection; it reconnects after 5 s.
+//!
+//! Frames are cut by size, not at record boundaries; the client holds a record's head
+//! until its tail arrives and appends whole records only, so the CommitLog of a slave
+//! always ends at a record boundary and a controller can make it master at any moment.
+//!
+//! In controller mode the client speaks the auto-switch protocol: a handshake with this
+//! broker's id, the master's epoch entries back, the consistent point of both logs (a
+//! slave that holds more than it shares with the master asks for a reopen that truncates,
+//! see [`super::replicas`]), then 36-byte-header frames whose epochs it records and whose
+//! confirm offset it keeps.
 
+use super::autoswitch::{self, MasterMessage, MasterStreamDecoder};
+use super::epoch::EpochCache;
 use super::protocol::{encode_report, Frame, FrameDecoder};
 use crate::shared::Shared;
 use crate::stage_msg::AppendMsg;
@@ -50,7 +62,8 @@ fn run(shared: &Shared, put_tx: &SyncSender<AppendMsg>) {
     let ha = &shared.ha;
     while !ha.stop.load(Ordering::Acquire) {
         let generation = ha.master_addr_generation.load(Ordering::Acquire);
-        let Some(addr) = ha.master_addr.lock_unpoisoned().clone() else {
+        let addr = ha.master_addr.lock_unpoisoned().clone();
+        let Some(addr) = addr.filter(|_| ha.replicas.reopen_request().is_none()) else {
             pause(shared, READ_TICK_MS, generation);
             continue;
         };
@@ -107,6 +120,14 @@ struct Link<'a> {
     reported: u64,
     last_read: Instant,
     last_report: Instant,
+    /// The head of a record whose tail has not arrived, and its physical offset.
+    partial: Vec<u8>,
+    partial_from: u64,
+    /// Controller mode: the auto-switch stream, and whether its handshake is done.
+    auto: Option<MasterStreamDecoder>,
+    handshaken: bool,
+    /// Controller mode: the confirm offset the master's last frame carried.
+    master_confirm: i64,
 }
 
 impl<'a> Link<'a> {
@@ -127,6 +148,14 @@ impl<'a> Link<'a> {
             reported: 0,
             last_read: Instant::now(),
             last_report: Instant::now(),
+            partial: Vec::new(),
+            partial_from: 0,
+            auto: shared
+                .config
+                .controller_mode
+                .then(|| MasterStreamDecoder::new(max_body)),
+            handshaken: false,
+            master_confirm: 0,
         }
     }
 
@@ -136,7 +165,10 @@ impl<'a> Link<'a> {
         let ha = &self.shared.ha;
         let heartbeat = Duration::from_millis(self.shared.config.ha_send_heartbeat_interval_ms);
         let housekeeping = Duration::from_millis(self.shared.config.ha_housekeeping_interval_ms);
-        self.report()?;
+        match self.auto.is_some() {
+            true => self.handshake()?,
+            false => self.report()?,
+        }
         let mut buf = vec![0u8; READ_CHUNK_BYTES];
         let mut frames = Vec::new();
         loop {
@@ -149,9 +181,13 @@ impl<'a> Link<'a> {
                 Ok(0) => return Err("closed by the master".into()),
                 Ok(n) => {
                     self.last_read = Instant::now();
-                    self.decoder
-                        .feed(&buf[..n], &mut frames)
-                        .map_err(|e| format!("protocol error: {e}"))?;
+                    match self.auto.is_some() {
+                        true => self.feed_auto(&buf[..n], &mut frames)?,
+                        false => self
+                            .decoder
+                            .feed(&buf[..n], &mut frames)
+                            .map_err(|e| format!("protocol error: {e}"))?,
+                    }
                     self.apply(&mut frames)?;
                 }
                 Err(e)
@@ -170,7 +206,8 @@ impl<'a> Link<'a> {
                 ));
             }
             let max = self.shared.log.max_offset();
-            if max > self.reported || self.last_report.elapsed() >= heartbeat {
+            let may_report = self.auto.is_none() || self.handshaken;
+            if may_report && (max > self.reported || self.last_report.elapsed() >= heartbeat) {
                 self.report()?;
             }
         }
@@ -178,12 +215,158 @@ impl<'a> Link<'a> {
 
     fn report(&mut self) -> Result<(), String> {
         let max = self.shared.log.max_offset();
-        self.stream
-            .write_all(&encode_report(max as i64))
-            .map_err(|e| format!("report failed: {e}"))?;
+        let sent = match self.auto.is_some() {
+            true => self
+                .stream
+                .write_all(&autoswitch::encode_report(max as i64)),
+            false => self.stream.write_all(&encode_report(max as i64)),
+        };
+        sent.map_err(|e| format!("report failed: {e}"))?;
         self.reported = max;
         self.last_report = Instant::now();
         Ok(())
+    }
+
+    /// Controller mode: introduces this slave (its broker id, where an empty log starts,
+    /// whether it is a learner).
+    fn handshake(&mut self) -> Result<(), String> {
+        let c = &self.shared.config;
+        let broker_id = self
+            .shared
+            .ha
+            .replicas
+            .local_broker_id
+            .load(Ordering::Acquire);
+        let hello = autoswitch::encode_handshake(c.sync_from_last_file, c.async_learner, broker_id);
+        self.stream
+            .write_all(&hello)
+            .map_err(|e| format!("handshake failed: {e}"))
+    }
+
+    /// Controller mode: decodes the master's messages; frames go to `frames` once their
+    /// epochs are recorded.
+    fn feed_auto(&mut self, data: &[u8], frames: &mut Vec<Frame>) -> Result<(), String> {
+        let Some(decoder) = self.auto.as_mut() else {
+            return Ok(());
+        };
+        decoder.feed(data);
+        let mut messages = Vec::new();
+        while let Some(m) = decoder
+            .next_message()
+            .map_err(|e| format!("protocol error: {e}"))?
+        {
+            messages.push(m);
+        }
+        for m in messages {
+            match m {
+                MasterMessage::HandshakeReply {
+                    max_offset,
+                    entries,
+                    ..
+                } => {
+                    if self.handshaken {
+                        return Err("protocol error: a second handshake reply".into());
+                    }
+                    self.find_consistent_point(max_offset, entries)?;
+                    self.handshaken = true;
+                    self.report()?;
+                }
+                MasterMessage::Transfer {
+                    offset,
+                    epoch,
+                    epoch_start_offset,
+                    confirm_offset,
+                    body,
+                } => {
+                    if !self.handshaken {
+                        return Err("protocol error: data before the handshake reply".into());
+                    }
+                    let replicas = &self.shared.ha.replicas;
+                    if !body.is_empty() && replicas.last_epoch() != epoch {
+                        replicas.append_epoch(epoch, epoch_start_offset.max(0) as u64)?;
+                    }
+                    self.master_confirm = confirm_offset;
+                    let held = self.shared.log.max_offset() as i64;
+                    replicas
+                        .confirm_offset
+                        .store(confirm_offset.min(held), Ordering::Release);
+                    frames.push(Frame {
+                        phy_offset: offset,
+                        body,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares this slave's epochs with the master's: the log continues where both agree.
+    /// A log that runs past that point asks for a reopen that truncates it there.
+    fn find_consistent_point(
+        &self,
+        master_max: i64,
+        entries: Vec<(i32, i64)>,
+    ) -> Result<(), String> {
+        let replicas = &self.shared.ha.replicas;
+        let local_max = self.shared.log.max_offset();
+        let mut local = replicas.epochs();
+        if local.is_empty() {
+            tracing::info!(
+                local_max,
+                "HA handshake: no local epochs; transfer starts at once"
+            );
+            return Ok(());
+        }
+        let mut master = EpochCache::from_entries(entries);
+        master.set_last_end_offset(master_max);
+        local.set_last_end_offset(local_max as i64);
+        let point = local.find_consistent_point(&master).ok_or_else(|| {
+            format!(
+                "this slave's epochs {:?} share none with the master's {:?}",
+                replicas.epoch_entries(),
+                master
+                    .entries()
+                    .map(|e| (e.epoch, e.start_offset))
+                    .collect::<Vec<_>>()
+            )
+        })?;
+        let point = point.max(0) as u64;
+        if point < local_max {
+            let why = format!(
+                "this slave's CommitLog ends at {local_max}, past the last offset it shares \
+                 with the master ({point})"
+            );
+            let root = &self.shared.config.store_path_root_dir;
+            replicas.request_reopen(root, point, why.clone())?;
+            return Err(format!("{why}; the store must reopen to truncate there"));
+        }
+        replicas.truncate_epochs_from(point)?;
+        tracing::info!(point, "HA handshake: consistent with the master");
+        Ok(())
+    }
+
+    /// The whole records of `body` (received at `offset`) behind any held record head, and
+    /// where they start; a trailing incomplete record is held for the next frame.
+    fn whole_records(
+        &mut self,
+        offset: u64,
+        body: Vec<u8>,
+    ) -> Result<Option<(u64, Vec<u8>)>, String> {
+        let (start, mut bytes) = match self.partial.is_empty() {
+            true => (offset, body),
+            false => {
+                let mut held = std::mem::take(&mut self.partial);
+                held.extend_from_slice(&body);
+                (self.partial_from, held)
+            }
+        };
+        let whole = whole_records_len(&bytes, self.shared.log.file_size())
+            .map_err(|at| format!("malformed record at offset {}", start + at as u64))?;
+        if whole < bytes.len() {
+            self.partial = bytes.split_off(whole);
+            self.partial_from = start + whole as u64;
+        }
+        Ok((whole > 0).then_some((start, bytes)))
     }
 
     /// Appends the frames of one read at their offsets through the append stage: every
@@ -197,18 +380,25 @@ impl<'a> Link<'a> {
                 continue;
             }
             let offset = frame.phy_offset as u64;
-            if next != 0 && offset != next {
+            let expected = match self.partial.is_empty() {
+                true => next,
+                false => self.partial_from + self.partial.len() as u64,
+            };
+            if expected != 0 && offset != expected {
                 return Err(format!(
                     "offset mismatch: the master sent bytes at {offset} but this slave's \
-                     CommitLog ends at {next}; the slave cannot attach until its data matches \
-                     the master's"
+                     CommitLog ends at {expected}; the slave cannot attach until its data \
+                     matches the master's"
                 ));
             }
-            next = offset + frame.body.len() as u64;
+            let Some((offset, bytes)) = self.whole_records(offset, frame.body)? else {
+                continue;
+            };
+            next = offset + bytes.len() as u64;
             let (reply, rx) = mpsc::sync_channel(1);
             let msg = AppendMsg::Replica {
                 phy_offset: offset,
-                bytes: frame.body,
+                bytes,
                 reply,
             };
             // A full queue must not wait on a stage that was never woken.
@@ -240,6 +430,73 @@ impl<'a> Link<'a> {
         if end > self.reported {
             self.report()?;
         }
+        if self.auto.is_some() {
+            let confirm = self.master_confirm.min(end as i64);
+            let replicas = &self.shared.ha.replicas;
+            replicas.confirm_offset.store(confirm, Ordering::Release);
+        }
         Ok(())
+    }
+}
+
+/// How many leading bytes of `bytes` (which start at a record boundary) are whole
+/// CommitLog records; `Err(position)` when a record's TOTALSIZE cannot be one (a BLANK
+/// filler is at least 8 bytes, and no record exceeds a segment).
+fn whole_records_len(bytes: &[u8], segment_size_bytes: u64) -> Result<usize, usize> {
+    const MIN_RECORD_BYTES: u64 = 8;
+    let mut at = 0usize;
+    while let Some(head) = bytes.get(at..at + 4) {
+        let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let size = u64::try_from(size).map_err(|_| at)?;
+        if !(MIN_RECORD_BYTES..=segment_size_bytes).contains(&size) {
+            return Err(at);
+        }
+        if ((bytes.len() - at) as u64) < size {
+            break;
+        }
+        at += size as usize;
+    }
+    Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_records_len;
+
+    fn record(size: u32) -> Vec<u8> {
+        let mut r = size.to_be_bytes().to_vec();
+        r.resize(size as usize, 7);
+        r
+    }
+
+    #[test]
+    fn only_whole_records_count() {
+        let mut bytes = record(100);
+        bytes.extend(record(50));
+        assert_eq!(whole_records_len(&bytes, 1 << 20), Ok(150));
+        assert_eq!(whole_records_len(&bytes[..149], 1 << 20), Ok(100));
+        assert_eq!(
+            whole_records_len(&bytes[..102], 1 << 20),
+            Ok(100),
+            "a torn size field waits"
+        );
+        assert_eq!(whole_records_len(&[], 1 << 20), Ok(0));
+    }
+
+    #[test]
+    fn impossible_sizes_are_refused_where_they_start() {
+        let mut bytes = record(100);
+        bytes.extend([0, 0, 0, 3, 1, 1, 1, 1]);
+        assert_eq!(whole_records_len(&bytes, 1 << 20), Err(100));
+        assert_eq!(
+            whole_records_len(&record(4096), 1024),
+            Err(0),
+            "larger than a segment"
+        );
+        assert_eq!(
+            whole_records_len(&[0xff, 0, 0, 0], 1 << 20),
+            Err(0),
+            "negative"
+        );
     }
 }

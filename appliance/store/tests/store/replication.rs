@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const QUEUES: i32 = 4;
+pub(super) const QUEUES: i32 = 4;
 const TOPIC: &str = "HA";
 
 fn master_config(dir: &Path, flush: FlushDiskType) -> StoreConfig {
@@ -41,7 +41,7 @@ fn open_master(dir: &Path, flush: FlushDiskType) -> (MessageStore, SocketAddr) {
     (store, addr)
 }
 
-fn request(i: u64) -> PutRequest {
+pub(super) fn request(i: u64) -> PutRequest {
     let qid = (i % QUEUES as u64) as i32;
     let key = format!("k{i}");
     let body: Vec<u8> = key.bytes().cycle().take(100 + (i % 50) as usize).collect();
@@ -51,7 +51,7 @@ fn request(i: u64) -> PutRequest {
 }
 
 /// Puts messages `from..to` with up to 256 in flight; returns their results in order.
-fn put_range(store: &MessageStore, from: u64, to: u64) -> Vec<PutResult> {
+pub(super) fn put_range(store: &MessageStore, from: u64, to: u64) -> Vec<PutResult> {
     let (tx, rx) = mpsc::channel();
     let mut results = vec![None; (to - from) as usize];
     let mut in_flight = 0;
@@ -80,7 +80,7 @@ fn put_range(store: &MessageStore, from: u64, to: u64) -> Vec<PutResult> {
     results.into_iter().map(Option::unwrap).collect()
 }
 
-fn eventually(what: &str, bound: Duration, f: impl Fn() -> bool) {
+pub(super) fn eventually(what: &str, bound: Duration, f: impl Fn() -> bool) {
     let t = Instant::now();
     while !f() {
         assert!(t.elapsed() < bound, "timed out waiting for {what}");
@@ -89,7 +89,7 @@ fn eventually(what: &str, bound: Duration, f: impl Fn() -> bool) {
 }
 
 /// CommitLog bytes `[from, to)` read from the segment files of the store in `dir`.
-fn commit_log_bytes(dir: &Path, from: u64, to: u64) -> Vec<u8> {
+pub(super) fn commit_log_bytes(dir: &Path, from: u64, to: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity((to - from) as usize);
     let mut off = from;
     while off < to {
@@ -103,7 +103,7 @@ fn commit_log_bytes(dir: &Path, from: u64, to: u64) -> Vec<u8> {
 }
 
 /// Keys of a queue's messages on `store` from queue offset `from`, in queue order.
-fn queue_keys(store: &MessageStore, qid: i32, from: i64) -> Vec<String> {
+pub(super) fn queue_keys(store: &MessageStore, qid: i32, from: i64) -> Vec<String> {
     let mut keys = Vec::new();
     let mut next = from;
     for _ in 0..10_000 {

@@ -1,0 +1,145 @@
+//! Controller mode's replication between two stores in this process on 127.0.0.1: stores
+//! open as slaves, a controller-elected master streams its epochs, the roles swap without
+//! a restart, and a former master holding records its successor never received asks for
+//! a reopen, truncates there at recovery and rejoins byte-identical.
+
+use super::replication::{commit_log_bytes, eventually, put_range, queue_keys, QUEUES};
+use super::{config, temp_dir};
+use ringmq_store::{FlushDiskType, MessageStore, PutMessageStatus, StoreConfig, WriteMode};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+const SYNC_BOUND: Duration = Duration::from_secs(20);
+
+fn controller_config(dir: &Path) -> StoreConfig {
+    StoreConfig {
+        controller_mode: true,
+        ha_bind_ip: Some([127, 0, 0, 1].into()),
+        ha_listen_port: 0,
+        ha_send_heartbeat_interval_ms: 200,
+        ..config(dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)
+    }
+}
+
+fn open(dir: &Path, broker_id: i64) -> (MessageStore, SocketAddr) {
+    let store = MessageStore::open(controller_config(dir)).unwrap();
+    store.set_local_broker_id(broker_id);
+    let addr = store.ha_listen_addr().expect("HA server listening");
+    (store, addr)
+}
+
+fn follow(slave: &MessageStore, epoch: i32, master: SocketAddr) {
+    slave.change_to_slave(epoch).unwrap();
+    slave.update_ha_master_address(&master.to_string());
+}
+
+fn wait_caught_up(slave: &MessageStore, master: &MessageStore) {
+    eventually("the slave to catch up", SYNC_BOUND, || {
+        slave.commit_log_max_offset() == master.commit_log_max_offset()
+    });
+}
+
+fn all_ok(store: &MessageStore, from: u64, to: u64) {
+    for r in put_range(store, from, to) {
+        assert_eq!(r.status, PutMessageStatus::PutOk);
+    }
+}
+
+#[test]
+fn an_elected_master_streams_its_epochs_and_the_roles_swap_without_restart() {
+    let (da, db) = (temp_dir("auto-a"), temp_dir("auto-b"));
+    let (a, a_addr) = open(&da, 1);
+    let (b, b_addr) = open(&db, 2);
+    let refused = put_range(&a, 0, 1);
+    assert_eq!(
+        refused[0].status,
+        PutMessageStatus::ServiceNotAvailable,
+        "slave until elected"
+    );
+
+    a.change_to_master(1).unwrap();
+    follow(&b, 1, a_addr);
+    all_ok(&a, 0, 400);
+    wait_caught_up(&b, &a);
+    assert_eq!(b.epoch_entries(), vec![(1, 0)]);
+    let slaves = a.ha_status().slaves;
+    assert_eq!(slaves.len(), 1);
+    assert_eq!(
+        slaves[0].broker_id,
+        Some(2),
+        "the handshake names the slave"
+    );
+
+    // With both in the SyncStateSet the confirm offset is what both hold.
+    a.set_sync_state_set(&[1, 2], 1);
+    all_ok(&a, 400, 500);
+    wait_caught_up(&b, &a);
+    let max = a.commit_log_max_offset();
+    eventually("the master's confirm offset", SYNC_BOUND, || {
+        a.confirm_offset() == max
+    });
+    eventually("the slave's confirm offset", SYNC_BOUND, || {
+        b.confirm_offset() == max
+    });
+
+    // B takes over at epoch 2: its queues continue; A follows without a restart.
+    b.change_to_master(2).unwrap();
+    follow(&a, 2, b_addr);
+    all_ok(&b, 500, 600);
+    wait_caught_up(&a, &b);
+    assert_eq!(a.epoch_entries(), vec![(1, 0), (2, max)]);
+    for q in 0..QUEUES {
+        let keys = queue_keys(&b, q, 0);
+        assert_eq!(keys.len(), 150, "queue {q} holds every put of both epochs");
+        assert_eq!(queue_keys(&a, q, 0), keys);
+    }
+    let end = b.commit_log_max_offset() as u64;
+    assert_eq!(commit_log_bytes(&da, 0, end), commit_log_bytes(&db, 0, end));
+    assert!(a.change_to_master(1).is_err(), "an older epoch is refused");
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn a_diverged_former_master_truncates_at_reopen_and_rejoins() {
+    let (da, db) = (temp_dir("diverge-a"), temp_dir("diverge-b"));
+    let (a, a_addr) = open(&da, 1);
+    let (b, b_addr) = open(&db, 2);
+    a.change_to_master(1).unwrap();
+    follow(&b, 1, a_addr);
+    all_ok(&a, 0, 200);
+    wait_caught_up(&b, &a);
+    let shared_end = b.commit_log_max_offset();
+
+    // B is elected while A, cut off, still takes puts: A's tail is its own.
+    b.change_to_master(2).unwrap();
+    all_ok(&a, 200, 300);
+    all_ok(&b, 300, 350);
+    assert!(a.commit_log_max_offset() > shared_end);
+    follow(&a, 2, b_addr);
+    eventually("the reopen request", SYNC_BOUND, || {
+        a.reopen_request().is_some()
+    });
+    let why = a.reopen_request().unwrap();
+    assert!(why.contains(&format!("truncate to {shared_end}")), "{why}");
+    a.shutdown();
+
+    let (a, _) = open(&da, 1);
+    assert_eq!(
+        a.commit_log_max_offset(),
+        shared_end,
+        "recovery cut the diverged tail"
+    );
+    assert_eq!(a.epoch_entries(), vec![(1, 0)]);
+    follow(&a, 2, b_addr);
+    wait_caught_up(&a, &b);
+    let end = b.commit_log_max_offset() as u64;
+    assert_eq!(commit_log_bytes(&da, 0, end), commit_log_bytes(&db, 0, end));
+    for q in 0..QUEUES {
+        assert_eq!(queue_keys(&a, q, 0), queue_keys(&b, q, 0), "queue {q}");
+    }
+    assert!(a.reopen_request().is_none());
+    a.shutdown();
+    b.shutdown();
+}
