@@ -85,7 +85,8 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// A directory under the system temp dir, removed (with its contents) on drop.
+/// A directory under the system temp dir, removed (with its contents) on drop, unless a
+/// test is failing: then it stays, with its logs, and its path is printed.
 pub struct TempDir {
     path: PathBuf,
 }
@@ -105,6 +106,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for inspection: {}", self.path.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
@@ -640,11 +645,24 @@ impl ServerProcess {
 
     /// Sends SIGTERM to this child (via kill(1): the test crate has no libc dependency).
     pub fn sigterm(&self) {
+        self.signal("TERM");
+    }
+
+    /// Freezes this child (SIGSTOP) until [`Self::sigcont`].
+    pub fn sigstop(&self) {
+        self.signal("STOP");
+    }
+
+    pub fn sigcont(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
         let status = Command::new("kill")
-            .args(["-s", "TERM", &self.pid().to_string()])
+            .args(["-s", name, &self.pid().to_string()])
             .status()
             .expect("run kill");
-        assert!(status.success(), "kill -TERM {} failed", self.pid());
+        assert!(status.success(), "kill -{name} {} failed", self.pid());
     }
 
     /// SIGKILL and reap.

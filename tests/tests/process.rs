@@ -1105,6 +1105,8 @@ fn unknown_codes_answer_not_supported_and_bad_frames_close_only_their_connection
 
 #[path = "process/broker_print_ha.rs"]
 mod broker_print_ha;
+#[path = "process/controller_failover.rs"]
+mod controller_failover;
 #[path = "process/controller_kill.rs"]
 mod controller_kill;
 #[path = "process/core_map.rs"]

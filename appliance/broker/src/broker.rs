@@ -3,9 +3,16 @@
 //! servers, run housekeeping (offset persistence every `flushConsumerOffsetInterval`, client
 //! channel expiry every 10 s), and shut all of it down in order, persisting metadata last.
 //!
-//! The role decides what else runs: a master (always broker 0) runs delay-level delivery and
-//! transaction check-back; a slave (broker id above 0) runs neither, hands its store the
-//! master's HA address and copies the master's metadata ([`crate::slave_sync`]).
+//! The role decides what else runs: a master (always broker 0) runs delay-level delivery,
+//! transaction check-back, timers and POP revive ([`role_services`]); a slave (broker id
+//! above 0) runs none of them, hands its store the master's HA address and copies the
+//! master's metadata ([`crate::slave_sync`]). In controller mode the controllers decide the
+//! role, as often as they elect ([`crate::replicas`]).
+
+mod role_services;
+
+pub use role_services::ReopenSignal;
+use role_services::{BrokerRoleHooks, MasterServices, MasterTerm};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +35,7 @@ use crate::metadata::delay_offset::DelayOffsetManager;
 use crate::metadata::subscription_group::SubscriptionGroupManager;
 use crate::metadata::topic_config::TopicConfigManager;
 use crate::register::Registrar;
-use crate::schedule::ScheduleMessageService;
+use crate::replicas::ReplicasManager;
 use crate::slave_sync::{MasterLink, SlaveSynchronizer};
 use ringmq_sync::LockExt;
 
@@ -78,11 +85,13 @@ pub struct Broker {
     metrics: Option<crate::metrics::http::MetricsHttp>,
     local_addr: SocketAddr,
     registrar: Option<Registrar>,
-    schedule: Option<ScheduleMessageService>,
-    /// Transaction check-back (master only).
-    transaction_check: Option<crate::transaction::TransactionalMessageCheckService>,
+    /// The master-only services, while this broker is master.
+    master_term: MasterTerm,
+    /// Controller mode: the control thread that follows the controllers' elections.
+    replicas: Option<ReplicasManager>,
+    /// Controller mode: set when the store asks to be reopened.
+    reopen: Arc<ReopenSignal>,
     housekeeping: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
-    pop_revive: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
     /// A slave's master, as the name servers answer it.
     master_link: Arc<MasterLink>,
     /// A slave's metadata copy from its master.
@@ -139,10 +148,11 @@ impl Broker {
                 return Err(BrokerError::Listen { addr, source });
             }
         };
-        let (schedule, transaction_check) = start_master_services(&ctx);
-        crate::timer::start::start_for_broker(&ctx);
+        let master_term: MasterTerm = Arc::new(Mutex::new(
+            ctx.is_master().then(|| MasterServices::start(&ctx)),
+        ));
         let master_link = Arc::new(MasterLink::default());
-        if !ctx.config.is_master() {
+        if !ctx.is_master() && !ctx.config.enable_controller_mode {
             if let Some(ha) = crate::slave_sync::configured_ha_master_address(&ctx) {
                 ctx.store.update_ha_master_address(ha);
             }
@@ -152,9 +162,25 @@ impl Broker {
         let trigger = registrar.trigger();
         ctx.topics.set_on_change(Box::new(trigger));
         let housekeeping = start_housekeeping(ctx.clone());
-        // POP's revive service runs where POP is served: a master with the timer.
-        let pop_revive = (ctx.config.is_master() && ctx.config.timer_wheel_enable)
-            .then(|| crate::pop::revive::start(ctx.clone()));
+        let reopen = Arc::new(ReopenSignal::default());
+        let replicas = ctx.config.enable_controller_mode.then(|| {
+            let hooks = BrokerRoleHooks {
+                ctx: ctx.clone(),
+                term: master_term.clone(),
+                link: master_link.clone(),
+                register_now: Box::new(registrar.trigger()),
+                reopen: reopen.clone(),
+                last_follow: Mutex::new(None),
+            };
+            ReplicasManager::start(ctx.clone(), Arc::new(hooks))
+        });
+        let replicas = match replicas.transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("controller mode not started: {e}; this broker stays a slave");
+                None
+            }
+        };
         tracing::info!(
             broker = ctx.config.broker_name,
             cluster = ctx.config.broker_cluster_name,
@@ -169,10 +195,10 @@ impl Broker {
             metrics,
             local_addr,
             registrar: Some(registrar),
-            schedule,
-            transaction_check,
+            master_term,
+            replicas,
+            reopen,
             housekeeping: Some(housekeeping),
-            pop_revive,
             master_link,
             slave_sync,
         })
@@ -181,6 +207,18 @@ impl Broker {
     /// A slave's master remoting address, as the name servers last answered it.
     pub fn master_addr(&self) -> Option<String> {
         self.master_link.master_addr()
+    }
+
+    /// Controller mode: runs `hook` once the store asks to be reopened (a slave whose log
+    /// ran past its new master's must truncate at recovery); the owner shuts the broker
+    /// down and starts it again.
+    pub fn on_reopen_request(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        self.reopen.set_hook(hook);
+    }
+
+    /// Whether the store asked to be reopened (readable after shutdown).
+    pub fn reopen_signal(&self) -> Arc<ReopenSignal> {
+        self.reopen.clone()
     }
 
     /// The address the main listener is bound to.
@@ -205,6 +243,9 @@ impl Broker {
     /// Unregisters, stops accepting, answers parked pulls, persists metadata, closes the store.
     pub fn shutdown(mut self) {
         tracing::info!(broker = self.ctx.config.broker_name, "broker shutting down");
+        if let Some(r) = self.replicas.take() {
+            r.stop();
+        }
         if let Some(s) = self.slave_sync.take() {
             s.stop();
         }
@@ -221,15 +262,9 @@ impl Broker {
         for s in servers {
             s.shutdown();
         }
-        if let Some(svc) = self.schedule.take() {
-            svc.stop();
-        }
-        if let Some(svc) = self.transaction_check.take() {
-            svc.stop();
-        }
-        if let Some((stop, handle)) = self.pop_revive.take() {
-            stop.store(true, Ordering::Release);
-            let _ = handle.join();
+        let services = self.master_term.lock_unpoisoned().take();
+        if let Some(services) = services {
+            services.stop(&self.ctx);
         }
         self.ctx.timer.stop();
         if let Some((stop, handle)) = self.housekeeping.take() {
@@ -441,7 +476,9 @@ fn apply_role_rule(config: &mut BrokerConfig) -> Result<(), BrokerError> {
 /// A slave's metadata sync; nothing on a master. A sync thread that cannot start is
 /// logged and left out: the slave then serves with the metadata it has.
 fn start_slave_sync(ctx: &Arc<BrokerContext>, link: &Arc<MasterLink>) -> Option<SlaveSynchronizer> {
-    if ctx.config.is_master() {
+    // In controller mode a master may become a slave at any time: the sync always runs
+    // (it does nothing on a master).
+    if ctx.is_master() && !ctx.config.enable_controller_mode {
         return None;
     }
     match SlaveSynchronizer::start(ctx.clone(), link.clone()) {
@@ -451,36 +488,6 @@ fn start_slave_sync(ctx: &Arc<BrokerContext>, link: &Arc<MasterLink>) -> Option<
             None
         }
     }
-}
-
-/// Delay-level delivery and transaction check-back, which only a master runs. A service that
-/// cannot start is logged and left out; the broker runs without it.
-fn start_master_services(
-    ctx: &Arc<BrokerContext>,
-) -> (
-    Option<ScheduleMessageService>,
-    Option<crate::transaction::TransactionalMessageCheckService>,
-) {
-    if !ctx.config.is_master() {
-        return (None, None);
-    }
-    let schedule = ScheduleMessageService::new(ctx.clone());
-    let schedule = match schedule.start() {
-        Ok(()) => Some(schedule),
-        Err(e) => {
-            tracing::error!("delay-level delivery not started: {e}");
-            None
-        }
-    };
-    let check = crate::transaction::TransactionalMessageCheckService::new(ctx.clone());
-    let check = match check.start() {
-        Ok(()) => Some(check),
-        Err(e) => {
-            tracing::error!("transaction check-back not started: {e}");
-            None
-        }
-    };
-    (schedule, check)
 }
 
 /// The `/metrics` page: the broker's counters plus the gauges read from the managers now.

@@ -362,6 +362,23 @@ broker_config! {
     /// back in one CommitLog file from the file (splice, no copy) when the run has at least
     /// this many bytes; shorter runs go from memory. 0 = never from the file.
     ringmq_pull_zero_copy_min_bytes: u64 = "ringmq.pull.zeroCopyMinBytes", DEFAULT_ZERO_COPY_MIN_BYTES;
+    /// `enableControllerMode`: the controllers of `controllerAddr` elect this group's master;
+    /// the broker starts as a slave and changes role without a restart.
+    enable_controller_mode: bool = "enableControllerMode", false;
+    /// `controllerAddr`: `;`-separated controller addresses.
+    controller_addr: String = "controllerAddr", String::new();
+    /// `brokerHeartbeatInterval`: ms between heartbeats to every controller.
+    broker_heartbeat_interval_ms: u64 = "brokerHeartbeatInterval", 1000;
+    /// `controllerHeartBeatTimeoutMills`: how long a controller waits for the next heartbeat.
+    controller_heartbeat_timeout_ms: u64 = "controllerHeartBeatTimeoutMills", 10_000;
+    /// `syncBrokerMetadataPeriod`: ms between reads of this group's replica info.
+    sync_broker_metadata_period_ms: u64 = "syncBrokerMetadataPeriod", 5000;
+    /// `syncControllerMetadataPeriod`: ms between asks for the controller leader.
+    sync_controller_metadata_period_ms: u64 = "syncControllerMetadataPeriod", 10_000;
+    /// `checkSyncStateSetPeriod`: ms between a master's SyncStateSet checks.
+    check_sync_state_set_period_ms: u64 = "checkSyncStateSetPeriod", 5000;
+    /// `brokerElectionPriority`: lower is preferred in elections.
+    broker_election_priority: i32 = "brokerElectionPriority", i32::MAX;
 }
 
 impl BrokerConfig {

@@ -56,9 +56,18 @@ pub struct BrokerContext {
     pub tls_client: crate::config::ClientTls,
     /// POP offsets handed out ahead of their checkpoints, and the revive queue counter.
     pub pop: crate::pop::PopState,
+    /// Master or slave now (changes at run time in controller mode only).
+    pub role: crate::role::LiveRole,
+    /// Controller mode: the control thread's inbox and this broker's controller id.
+    pub controller: crate::role::ControllerLink,
 }
 
 impl BrokerContext {
+    /// Whether this broker is the master of its group now.
+    pub fn is_master(&self) -> bool {
+        self.role.is_master()
+    }
+
     /// Runs on network core `core` each pass of its loop (`RequestHandler::on_core_wake`):
     /// takes what the stages queued for this core. Must not block.
     pub fn on_core_wake(&self, core: usize) {
@@ -127,6 +136,8 @@ impl BrokerContext {
             live: crate::live_config::LiveConfig::new(&config),
             timer: crate::timer::TimerHandle::default(),
             acl: std::sync::OnceLock::new(),
+            role: crate::role::LiveRole::new(&config),
+            controller: crate::role::ControllerLink::default(),
             config,
         })
     }

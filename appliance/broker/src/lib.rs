@@ -22,7 +22,9 @@ pub mod processor;
 pub mod random;
 pub mod recall;
 pub mod register;
+pub mod replicas;
 pub mod retry;
+pub mod role;
 pub mod schedule;
 pub mod slave_sync;
 #[cfg(test)]

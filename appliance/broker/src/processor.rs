@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod client_manage;
+pub mod controller;
 pub mod offset;
 pub mod pull;
 pub mod query;

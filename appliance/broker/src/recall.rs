@@ -194,7 +194,7 @@ fn checked_put(
             "recall failed, operation is forbidden (recallMessageEnable=false)".to_string(),
         ));
     }
-    if !ctx.config.is_master() {
+    if !ctx.is_master() {
         return Err((
             ResponseCode::SlaveNotAvailable,
             "recall failed, broker service not available".to_string(),

@@ -279,7 +279,7 @@ fn register_request(ctx: &BrokerContext) -> RemotingCommand {
     .with_ext("brokerAddr", c.broker_addr())
     .with_ext("clusterName", c.broker_cluster_name.as_str())
     .with_ext("haServerAddr", c.ha_server_addr())
-    .with_ext("brokerId", c.broker_id.to_string())
+    .with_ext("brokerId", ctx.role.broker_id().to_string())
     .with_ext("heartbeatTimeoutMillis", "120000")
     .with_ext("enableActingMaster", "false")
     .with_ext("compressed", "false")
@@ -295,6 +295,11 @@ pub fn register_with(
     addrs: &[String],
     link: &dyn RegisterAnswers,
 ) -> Vec<String> {
+    if !ctx.role.is_decided() {
+        // Controller mode before the first election: no route may name this broker yet.
+        tracing::debug!("role not decided by the controllers yet; not registering");
+        return Vec::new();
+    }
     let timeout = Duration::from_millis(ctx.config.register_broker_timeout_ms.clamp(100, 60_000));
     let mut failed = Vec::new();
     let mut answered = false;
@@ -340,7 +345,7 @@ pub fn unregister_all(ctx: &BrokerContext, connections: &mut NamesrvConnections)
         .with_ext("brokerName", c.broker_name.as_str())
         .with_ext("brokerAddr", c.broker_addr())
         .with_ext("clusterName", c.broker_cluster_name.as_str())
-        .with_ext("brokerId", c.broker_id.to_string());
+        .with_ext("brokerId", ctx.role.broker_id().to_string());
         if let Err(e) = connections.call(&addr, &request, Duration::from_secs(3)) {
             tracing::warn!(namesrv = addr, "UNREGISTER_BROKER failed: {e}");
         }

@@ -133,7 +133,7 @@ pub fn consumer_send_msg_back(
     rc: &RequestContext,
 ) -> Reply {
     // A slave refuses send-backs before anything else, as it refuses sends.
-    if !ctx.config.is_master() {
+    if !ctx.is_master() {
         return crate::processor::send::reject_request(&request);
     }
     let header: ConsumerSendMsgBackRequestHeader = match request.decode_header() {
@@ -211,7 +211,7 @@ fn send_back_group(
     group: &str,
 ) -> Result<Arc<SubscriptionGroupConfig>, Refusal> {
     let config = &ctx.config;
-    if !config.is_master() {
+    if !ctx.is_master() {
         return Err((
             ResponseCode::SystemError,
             format!("no master available along with {}", config.broker_ip1),

@@ -238,7 +238,7 @@ impl ScheduleMessageService {
 
     /// Starts the timer thread (idempotent). Refuses on a slave, which only mirrors offsets.
     pub fn start(&self) -> Result<(), String> {
-        if !self.shared.ctx.config.is_master() {
+        if !self.shared.ctx.is_master() {
             return Err("the schedule service runs on the master only".to_string());
         }
         if self.shared.running.swap(true, Ordering::SeqCst) {

@@ -65,7 +65,7 @@ impl MasterLink {
     /// to the store (unless `haMasterAddress` is configured, which the store got at start),
     /// and the master's remoting address is kept for the metadata sync. A master ignores it.
     fn learn_from_register_answer(&self, ctx: &BrokerContext, answer: &RemotingCommand) {
-        if ctx.config.is_master() {
+        if ctx.is_master() {
             return;
         }
         let field = |key: &str| {
@@ -209,6 +209,9 @@ pub fn sync_delay_offset(ctx: &BrokerContext, master_addr: &str) -> Result<usize
 
 /// One sync round, in upstream's order; a failed step is logged and the others still run.
 pub fn sync_all(ctx: &BrokerContext, link: &MasterLink) {
+    if ctx.is_master() {
+        return;
+    }
     let Some(master_addr) = link.master_addr() else {
         return;
     };

@@ -53,6 +53,37 @@ pub fn wait_for_signal() -> &'static str {
     }
 }
 
+/// Asks [`wait_for_signal`] to return, as a SIGTERM would (the process sends itself one;
+/// every thread blocks it, so only the waiting thread takes it).
+pub fn request_shutdown() {
+    // SAFETY: kill(2) on this process's own pid with a signal every thread blocks.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGTERM);
+    }
+}
+
+/// Replaces this process with a fresh run of the same command line (same pid, so systemd
+/// and anyone holding the pid keep following it). Returns only if that fails.
+pub fn restart_in_place() {
+    use std::os::unix::process::CommandExt;
+    let mut args = std::env::args_os();
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            tracing::error!("cannot restart in place: {e}; start the broker again");
+            return;
+        }
+    };
+    let mut command = std::process::Command::new(exe);
+    if let Some(arg0) = args.next() {
+        command.arg0(arg0);
+    }
+    command.args(args);
+    tracing::info!("restarting in place");
+    let error = command.exec();
+    tracing::error!("cannot restart in place: {error}; start the broker again");
+}
+
 /// Feeds the systemd watchdog while `healthy` says the serving cores still answer. A
 /// stuck core therefore stops the pings and systemd restarts the service.
 pub struct Watchdog {

@@ -229,7 +229,16 @@ pub fn broker(args: &[String]) -> ExitCode {
                     grpc.local_addr()
                 );
             }
+            // Controller mode: a slave whose log ran past its new master's must truncate,
+            // which recovery does; the broker stops cleanly and starts again in place.
+            served
+                .broker
+                .on_reopen_request(Box::new(lifecycle::request_shutdown));
+            let reopen = served.broker.reopen_signal();
             serve_until_signal(&[addr], || served.shutdown());
+            if reopen.is_requested() {
+                lifecycle::restart_in_place();
+            }
         },
     )
 }

@@ -96,6 +96,10 @@ pub trait StoreApi: Send + Sync {
     fn set_local_broker_id(&self, _broker_id: i64) {}
     /// Controller mode: the SyncStateSet the controller confirmed.
     fn set_sync_state_set(&self, _members: &[i64], _epoch: i32) {}
+    /// Controller mode: the SyncStateSet held (members, epoch).
+    fn sync_state_set(&self) -> (Vec<i64>, i32) {
+        (Vec::new(), 0)
+    }
     /// Controller mode: (epoch, start offset) of every epoch entry, oldest first.
     fn epoch_entries(&self) -> Vec<(i32, i64)> {
         Vec::new()
@@ -232,6 +236,10 @@ impl StoreApi for MessageStore {
     }
     fn set_sync_state_set(&self, members: &[i64], epoch: i32) {
         MessageStore::set_sync_state_set(self, members, epoch)
+    }
+    fn sync_state_set(&self) -> (Vec<i64>, i32) {
+        let view = MessageStore::sync_state_set(self);
+        (view.members, view.epoch)
     }
     fn epoch_entries(&self) -> Vec<(i32, i64)> {
         MessageStore::epoch_entries(self)

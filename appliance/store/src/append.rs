@@ -407,8 +407,7 @@ impl AppendStage {
                     self.topic_queue_table.remove(&t);
                 }
                 AppendMsg::RebuildQueueOffsets(done) => {
-                    self.topic_queue_table =
-                        crate::store_open::queue_offset_table(&self.shared.cqs);
+                    self.topic_queue_table = queue_offset_table(&self.shared.cqs);
                     let _ = done.try_send(());
                 }
                 AppendMsg::Shutdown(tx) => shutdown = Some(tx),
@@ -997,4 +996,22 @@ pub(crate) fn validate(
         return Err(PutMessageStatus::MessageIllegal);
     }
     Ok(())
+}
+
+/// Each queue's next queue offset, by topic.
+pub(crate) type QueueOffsetTable = HashMap<String, HashMap<i32, i64>>;
+
+/// The next queue offset of every ConsumeQueue: where the append stage continues after
+/// recovery, and after a slave becomes master.
+pub(crate) fn queue_offset_table(
+    cqs: &crate::consume_queue::ConsumeQueueTable,
+) -> QueueOffsetTable {
+    let mut table = QueueOffsetTable::new();
+    for cq in cqs.all() {
+        table
+            .entry(cq.topic().to_string())
+            .or_default()
+            .insert(cq.queue_id(), cq.max_offset());
+    }
+    table
 }

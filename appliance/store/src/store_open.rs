@@ -23,7 +23,6 @@ use crate::store::{Inner, MessageStore, StopHandle};
 use crate::types::PutMessageStatus;
 use ringmq_ring::Notifier;
 use ringmq_sync::LockExt;
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -41,9 +40,6 @@ const SHUTDOWN_REPUT_WAIT_MS: u64 = 5000;
 const LOCK_RETRY_MS: u64 = 1000;
 /// Shortest `cleanResourceInterval` honoured (a smaller value would spin the clean thread).
 const MIN_CLEAN_INTERVAL_MS: u64 = 100;
-
-/// `topic -> queueId -> next queue offset`, the append stage's starting table.
-pub(crate) type QueueOffsetTable = HashMap<String, HashMap<i32, i64>>;
 
 impl MessageStore {
     /// Opens the store under `config.store_path_root_dir`: locks it, loads and recovers
@@ -68,7 +64,7 @@ impl MessageStore {
         open_replica_state(&shared, process_offset)?;
         let spec = segment_spec(&shared.config);
         create_first_put_segment(&shared.log, &shared.config, process_offset, spec)?;
-        let table = queue_offset_table(&shared.cqs);
+        let table = crate::append::queue_offset_table(&shared.cqs);
         let checkpoint = Arc::new(Mutex::new(checkpoint));
         mark_running(&shared, &checkpoint)?;
         let ring = start_write_ring(&shared, process_offset)?;
@@ -250,17 +246,6 @@ fn create_first_put_segment(
     Ok(())
 }
 
-pub(crate) fn queue_offset_table(cqs: &ConsumeQueueTable) -> QueueOffsetTable {
-    let mut table = QueueOffsetTable::new();
-    for cq in cqs.all() {
-        table
-            .entry(cq.topic().to_string())
-            .or_default()
-            .insert(cq.queue_id(), cq.max_offset());
-    }
-    table
-}
-
 /// Creates `abort` (present while running; content = pid) and persists the recovered
 /// queues, index and checkpoint.
 fn mark_running(shared: &Shared, checkpoint: &Mutex<Checkpoint>) -> Result<(), StoreError> {
@@ -304,7 +289,7 @@ fn start_write_ring(
 fn start_append_and_flush(
     shared: &Arc<Shared>,
     spec: SegmentSpec,
-    table: QueueOffsetTable,
+    table: crate::append::QueueOffsetTable,
     ring: Option<Arc<DirectRing>>,
 ) -> Result<(SyncSender<AppendMsg>, Vec<JoinHandle<()>>), StoreError> {
     let config = &shared.config;

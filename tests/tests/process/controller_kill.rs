@@ -15,7 +15,7 @@ use ringmq_tests::{
 const BOOT: Duration = Duration::from_secs(30);
 const ELECT: Duration = Duration::from_secs(20);
 
-fn admin(args: &[&str]) -> (bool, String) {
+pub(super) fn admin(args: &[&str]) -> (bool, String) {
     let out = Command::new(ringmq_tests::ringmq_bin())
         .arg("admin")
         .args(args)
@@ -40,7 +40,7 @@ fn leader_seen_by(addr: &str) -> Option<String> {
 
 /// Waits until every address in `addrs` reports the same leader, other than `not`, and
 /// returns it.
-fn agreed_leader(addrs: &[String], not: Option<&str>) -> String {
+pub(super) fn agreed_leader(addrs: &[String], not: Option<&str>) -> String {
     wait_until(
         "an agreed controller leader",
         ELECT,

@@ -466,7 +466,7 @@ fn check_pop(
             "POP needs the timer: timerWheelEnable is false".into(),
         ));
     }
-    if !ctx.config.is_master() {
+    if !ctx.is_master() {
         return Err((R::SystemError, "POP is served by the master only".into()));
     }
     let sql = match h.exp_type.as_deref() {

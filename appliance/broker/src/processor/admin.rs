@@ -78,6 +78,7 @@ pub const ADMIN_CODES: &[RequestCode] = &[
     RequestCode::GetAllDelayOffset,
     RequestCode::GetBrokerHaStatus,
     RequestCode::GetBrokerEpochCache,
+    RequestCode::NotifyBrokerRoleChanged,
 ];
 
 /// Answers an admin request, or `None` when `request.code` is not one of [`ADMIN_CODES`].
@@ -117,14 +118,10 @@ pub fn process(
         C::GetAllConsumerOffset => ok_body(request, ctx.offsets.encode()),
         C::GetAllDelayOffset => ok_body(request, ctx.delay_offsets.encode()),
         C::GetBrokerHaStatus => ok_body(request, ha_runtime_info(ctx).encode()),
-        // Upstream's answer from a broker outside controller mode, which every ringmq
-        // broker is until its controller mode lands (the epoch cache is in the store:
-        // `ha::epoch`).
-        C::GetBrokerEpochCache => fail(
-            request,
-            ResponseCode::SystemError,
-            "this request only for controllerMode ",
-        ),
+        C::GetBrokerEpochCache => super::controller::broker_epoch_cache(ctx, request).into(),
+        C::NotifyBrokerRoleChanged => {
+            super::controller::notify_broker_role_changed(ctx, request).into()
+        }
         C::GetTimerCheckPoint => get_timer_check_point(ctx, request),
         C::GetTimerMetrics => get_timer_metrics(ctx, request),
         _ => return None,
@@ -626,7 +623,7 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
     put("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
     put("brokerVersion", ringmq_remoting::RINGMQ_VERSION.to_string());
     // Upstream: the delay and transaction check-back services run, which only a master does.
-    put("brokerActive", ctx.config.is_master().to_string());
+    put("brokerActive", ctx.is_master().to_string());
     for k in [
         "msgPutTotalTodayNow",
         "msgGetTotalTodayNow",
@@ -718,7 +715,7 @@ pub fn runtime_info(ctx: &BrokerContext) -> KvTable {
 pub fn ha_runtime_info(ctx: &BrokerContext) -> HaRuntimeInfo {
     let ha = ctx.store.ha_status();
     let max_offset = ctx.store.commit_log_max_offset();
-    if ctx.config.is_master() {
+    if ctx.is_master() {
         let connections: Vec<HaConnectionRuntimeInfo> = ha
             .slaves
             .iter()
@@ -1017,7 +1014,7 @@ pub fn invoke_broker_to_reset_offset(ctx: &BrokerContext, request: &RemotingComm
         Ok(h) => h,
         Err(r) => return *r,
     };
-    if !ctx.config.is_master() {
+    if !ctx.is_master() {
         return fail(
             request,
             ResponseCode::SystemError,

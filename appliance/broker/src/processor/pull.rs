@@ -91,7 +91,7 @@ struct Suspension {
 /// Processes a pull request.
 pub fn process(ctx: &Arc<BrokerContext>, request: RemotingCommand, rc: &RequestContext) -> Reply {
     let started = std::time::Instant::now();
-    if !ctx.config.is_master() && !ctx.config.slave_read_enable {
+    if !ctx.is_master() && !ctx.config.slave_read_enable {
         return crate::processor::send::reject_request(&request);
     }
     let header = match PullMessageHeaderRef::decode(&request.ext_fields) {
@@ -546,7 +546,7 @@ pub struct PullRole {
 }
 
 fn role_of(ctx: &BrokerContext) -> PullRole {
-    let is_master = ctx.config.is_master();
+    let is_master = ctx.is_master();
     PullRole {
         is_master,
         master_online: is_master || ctx.store.ha_status().connected_to_master,
@@ -638,10 +638,7 @@ fn record_offsets(
 ) {
     ctx.offsets
         .record_pull_offset(h.consumer_group, h.topic, h.queue_id, next_begin_offset);
-    if first
-        && h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0
-        && ctx.config.is_master()
-        && h.commit_offset >= 0
+    if first && h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0 && ctx.is_master() && h.commit_offset >= 0
     {
         ctx.offsets
             .commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset);

@@ -61,7 +61,7 @@ pub fn process(
     queued_ms: u64,
 ) -> Reply {
     let started = std::time::Instant::now();
-    if !ctx.config.is_master() {
+    if !ctx.is_master() {
         return reject_request(&request);
     }
     let header = match SendMessageHeaderRef::decode_for_code(request.code, &request.ext_fields) {

@@ -9,7 +9,7 @@ use crate::clock::SystemClock;
 /// Opens, recovers and starts the broker's timer store when this broker delivers timers (a
 /// master with `timerWheelEnable`). Failure is logged; the broker runs without timers.
 pub fn start_for_broker(ctx: &Arc<crate::context::BrokerContext>) {
-    if !ctx.config.is_master() || !ctx.config.timer_wheel_enable {
+    if !ctx.is_master() || !ctx.config.timer_wheel_enable {
         return;
     }
     let cfg = TimerConfig::from_broker(&ctx.config);

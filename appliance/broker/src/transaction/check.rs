@@ -142,7 +142,7 @@ impl TransactionalMessageCheckService {
 
     /// Starts the timer thread (idempotent); the first round runs one interval after start.
     pub fn start(&self) -> Result<(), String> {
-        if !self.shared.ctx.config.is_master() {
+        if !self.shared.ctx.is_master() {
             return Err("the transaction check service runs on the master only".to_string());
         }
         if self.shared.running.swap(true, Ordering::SeqCst) {

@@ -103,7 +103,7 @@ pub fn end_transaction(
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
-    if !ctx.config.is_master() {
+    if !ctx.is_master() {
         return refuse(
             &request,
             ResponseCode::SlaveNotAvailable,

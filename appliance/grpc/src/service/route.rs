@@ -152,7 +152,7 @@ pub(super) fn this_broker(inner: &Inner) -> Broker {
     };
     Broker {
         name: inner.ctx.config.broker_name.clone(),
-        id: i32::try_from(inner.ctx.config.broker_id).unwrap_or(i32::MAX),
+        id: i32::try_from(inner.ctx.role.broker_id()).unwrap_or(i32::MAX),
         endpoints: Some(Endpoints {
             scheme: scheme as i32,
             addresses: vec![Address {
