@@ -170,7 +170,6 @@ impl Broker {
                 link: master_link.clone(),
                 register_now: Box::new(registrar.trigger()),
                 reopen: reopen.clone(),
-                last_follow: Mutex::new(None),
             };
             ReplicasManager::start(ctx.clone(), Arc::new(hooks))
         });

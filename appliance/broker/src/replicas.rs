@@ -35,9 +35,9 @@ const TICK_MS: u64 = 100;
 /// broker started before its controllers joins soon after they elect a leader).
 const START_RETRY_MS: u64 = 1000;
 /// How often a master looks for slaves to add to the SyncStateSet.
-const EXPAND_CHECK_MS: u64 = 1000;
+const EXPAND_CHECK_MS: u64 = 200;
 /// Least wait between re-registrations asking the name servers for a new master.
-const FOLLOW_RETRY_MS: u64 = 1000;
+const FOLLOW_RETRY_MS: u64 = 300;
 /// Role notices waiting for the thread.
 const INBOX_CAPACITY: usize = 16;
 /// Each controller request's time-out.

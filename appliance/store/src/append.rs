@@ -688,6 +688,9 @@ impl AppendStage {
     /// SLAVE_NOT_AVAILABLE at once.
     fn slave_ok(&self, target: u64, r: &mut PutResult) -> bool {
         let ha = &self.shared.ha;
+        if self.shared.config.controller_mode {
+            return self.replicas_needed();
+        }
         let acked = ha.push_to_slave_max_offset.load(Ordering::Acquire);
         let ok = ha.slaves_connected.load(Ordering::Acquire) > 0
             && target.saturating_sub(acked) < self.shared.config.ha_max_gap_not_in_sync_bytes;
@@ -695,6 +698,18 @@ impl AppendStage {
             r.status = PutMessageStatus::SlaveNotAvailable;
         }
         ok
+    }
+
+    /// Controller mode (upstream's auto-switch rule): a put waits for every SyncStateSet
+    /// member under `allAckInSyncStateSet`, else for `inSyncReplicas` replicas; needing only
+    /// this master, it does not wait. (`minInSyncReplicas` refused it before the append.)
+    fn replicas_needed(&self) -> bool {
+        let c = &self.shared.config;
+        let needed = match c.all_ack_in_sync_state_set {
+            true => self.shared.ha.replicas.sync_state_set_size(),
+            false => c.in_sync_replicas as usize,
+        };
+        needed > 1
     }
 
     /// Slave: writes the master's bytes unchanged at `phy_offset`, rolling segments where

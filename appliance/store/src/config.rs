@@ -180,6 +180,9 @@ pub struct StoreConfig {
     /// `haMaxTimeSlaveNotCatchup`: a SyncStateSet member that has not caught up for this
     /// long is dropped from the set.
     pub ha_max_time_slave_not_catchup_ms: u64,
+    /// `minInSyncReplicas` (controller mode): puts are refused while the SyncStateSet has
+    /// fewer members.
+    pub min_in_sync_replicas: u32,
     /// `haListenPort` (the broker passes listenPort + 1 unless set).
     pub ha_listen_port: u16,
     /// Where the master's HA server listens (`bindAddress`); None: no HA server (a store
@@ -343,6 +346,7 @@ impl Default for StoreConfig {
             sync_from_last_file: false,
             async_learner: false,
             ha_max_time_slave_not_catchup_ms: 15_000,
+            min_in_sync_replicas: 1,
             ha_send_heartbeat_interval_ms: 5000,
             ha_housekeeping_interval_ms: 20_000,
             ha_transfer_batch_size_bytes: 32 * 1024,
@@ -544,6 +548,7 @@ impl StoreConfig {
             "syncFromLastFile" => self.sync_from_last_file = flag(v).ok_or_else(bad)?,
             "asyncLearner" => self.async_learner = flag(v).ok_or_else(bad)?,
             "haMaxTimeSlaveNotCatchup" => self.ha_max_time_slave_not_catchup_ms = num(v, bad)?,
+            "minInSyncReplicas" => self.min_in_sync_replicas = num(v, bad)?,
             "haMasterAddress" => {
                 self.ha_master_address = (!v.is_empty()).then(|| v.to_string());
             }

@@ -44,6 +44,11 @@ impl MessageStore {
             !s.ha.connected_to_master.load(Ordering::Acquire)
         })
         .map_err(|ms| format!("the HA client still holds its master after {ms} ms"))?;
+        // Everything held becomes visible: the old master's confirm offset no longer binds.
+        let max = s.log.max_offset();
+        s.ha.replicas
+            .confirm_offset
+            .store(max as i64, Ordering::Release);
         s.wake_reput();
         wait_until(DISPATCH_CATCH_UP_TIMEOUT_MS, || {
             s.dispatch_behind_bytes() <= 0
@@ -55,9 +60,6 @@ impl MessageStore {
             )
         })?;
         s.ha.replicas.append_epoch(epoch, s.log.max_offset())?;
-        s.ha.replicas
-            .confirm_offset
-            .store(s.log.max_offset() as i64, Ordering::Release);
         self.rebuild_queue_offsets()?;
         s.ha.set_role(BrokerRole::SyncMaster);
         tracing::info!(

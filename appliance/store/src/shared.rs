@@ -193,11 +193,16 @@ impl Shared {
     }
 
     /// Dispatch bound: flushed offset under SYNC_FLUSH (consumers only see durable
-    /// messages), max offset under ASYNC_FLUSH.
+    /// messages), max offset under ASYNC_FLUSH; in controller mode no further than the
+    /// replicas allow ([`crate::ha::HaState::replica_dispatch_bound`]).
     pub fn confirm_offset(&self) -> u64 {
-        match self.config.flush_disk_type {
+        let local = match self.config.flush_disk_type {
             FlushDiskType::SyncFlush => self.log.flushed_offset(),
             FlushDiskType::AsyncFlush => self.log.max_offset(),
+        };
+        match self.ha.replica_dispatch_bound(&self.config) {
+            Some(bound) => local.min(bound),
+            None => local,
         }
     }
     /// Bytes stored but not yet dispatched to ConsumeQueue/index.

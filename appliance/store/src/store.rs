@@ -35,6 +35,8 @@ pub const REFUSED_PAGE_CACHE_BUSY: &str = "PAGE_CACHE_BUSY";
 pub const REFUSED_WRITE_RING_BUSY: &str = "WRITE_RING_BUSY";
 /// This store is a slave: it holds the master's CommitLog and takes no puts of its own.
 pub const REFUSED_SLAVE: &str = "SLAVE";
+/// Controller mode: fewer SyncStateSet members than `minInSyncReplicas`.
+pub const REFUSED_IN_SYNC_REPLICAS: &str = "IN_SYNC_REPLICAS_NOT_ENOUGH";
 /// The producer → append stage queue is full.
 pub const REFUSED_APPEND_QUEUE_FULL: &str = "APPEND_QUEUE_FULL";
 
@@ -125,6 +127,12 @@ impl MessageStore {
         if s.ha.is_slave() {
             s.refusals.refused(REFUSED_SLAVE);
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
+        }
+        if s.config.controller_mode
+            && s.ha.replicas.sync_state_set_size() < s.config.min_in_sync_replicas as usize
+        {
+            s.refusals.refused(REFUSED_IN_SYNC_REPLICAS);
+            return on_done(PutResult::failed(PutMessageStatus::InSyncReplicasNotEnough));
         }
         let flags = s.running_flags.load(Ordering::Acquire);
         if flags != 0 {

@@ -13,8 +13,35 @@ use super::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Failovers in CI; `benches/controller` runs the long soak.
+/// Failovers in CI; `benches/controller/broker_failover.sh` runs 100
+/// (`RINGMQ_FAILOVER_ROUNDS`), also with upstream's default intervals
+/// (`RINGMQ_FAILOVER_DEFAULT_TIMEOUTS=1`).
 const ROUNDS: usize = 10;
+
+fn rounds() -> usize {
+    std::env::var("RINGMQ_FAILOVER_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROUNDS)
+}
+
+/// The timing keys: tuned for a quick failover, or upstream's defaults.
+fn timing_conf() -> (&'static str, &'static str) {
+    match std::env::var("RINGMQ_FAILOVER_DEFAULT_TIMEOUTS").as_deref() {
+        Ok("1") => (
+            "scanNotActiveBrokerInterval=5000\n",
+            "brokerHeartbeatInterval=1000\ncontrollerHeartBeatTimeoutMills=10000\n\
+             syncBrokerMetadataPeriod=5000\ncheckSyncStateSetPeriod=5000\n\
+             haMaxTimeSlaveNotCatchup=15000\n",
+        ),
+        _ => (
+            "scanNotActiveBrokerInterval=500\n",
+            "brokerHeartbeatInterval=200\ncontrollerHeartBeatTimeoutMills=3000\n\
+             syncBrokerMetadataPeriod=1000\ncheckSyncStateSetPeriod=1000\n\
+             haMaxTimeSlaveNotCatchup=5000\n",
+        ),
+    }
+}
 /// The round that also kills the controller leader.
 const CONTROLLER_KILL_ROUND: usize = 1;
 const QUEUES: i32 = 4;
@@ -30,10 +57,11 @@ fn controller_conf(dir: &Path, peers: &str, i: usize) -> PathBuf {
     let conf = dir.join(format!("controller-n{i}.conf"));
     let text = format!(
         "controllerDLegerGroup=g1\ncontrollerDLegerPeers={peers}\ncontrollerDLegerSelfId=n{i}\n\
-         controllerStorePath={}\nbindAddress=127.0.0.1\nscanNotActiveBrokerInterval=500\n\
+         controllerStorePath={}\nbindAddress=127.0.0.1\n{}\
          ringmq.controller.heartbeatIntervalMs=100\nringmq.controller.electionTimeoutMinMs=600\n\
          ringmq.controller.electionTimeoutMaxMs=1200\n",
-        dir.join(format!("controller-store-n{i}")).display()
+        dir.join(format!("controller-store-n{i}")).display(),
+        timing_conf().0
     );
     std::fs::write(&conf, text).expect("controller.conf");
     conf
@@ -118,15 +146,15 @@ impl Group {
         let store = self.dir.path().join(format!("store-{i}"));
         let text = format!(
             "{}listenPort={port}\nenableControllerMode=true\ncontrollerAddr={}\n\
-             brokerHeartbeatInterval=200\ncontrollerHeartBeatTimeoutMills=3000\n\
-             syncBrokerMetadataPeriod=1000\ncheckSyncStateSetPeriod=1000\n\
-             haMaxTimeSlaveNotCatchup=5000\nallAckInSyncStateSet=true\ninSyncReplicas=2\n\
+             {}allAckInSyncStateSet=true\ninSyncReplicas=2\n\
+             minInSyncReplicas=2\n\
              syncFlushTimeout=3000\nhaSendHeartbeatInterval=500\nslaveReadEnable=true\n\
              mappedFileSizeCommitLog=4194304\n",
             base_broker_conf(&self.name, cluster, &self.namesrv.addr, &store)
                 .replace("brokerId=0\n", "")
                 .replace("mappedFileSizeCommitLog=67108864\n", ""),
-            self.controller_addrs
+            self.controller_addrs,
+            timing_conf().1
         );
         let conf = self.dir.path().join(format!("broker-{i}.conf"));
         std::fs::write(&conf, text).expect("broker.conf");
@@ -198,7 +226,7 @@ impl Group {
     /// How often the brokers' logs say they restarted in place to truncate.
     fn truncating_restarts(&self) -> usize {
         (0..3)
-            .flat_map(|i| (0..=ROUNDS).map(move |n| format!("broker-{i}-{n}.log")))
+            .flat_map(|i| (0..=rounds()).map(move |n| format!("broker-{i}-{n}.log")))
             .filter_map(|f| std::fs::read_to_string(self.dir.path().join(f)).ok())
             .map(|text| text.matches("restarting in place").count())
             .sum()
@@ -276,7 +304,8 @@ fn the_master_killed_mid_send_is_replaced_and_no_acknowledged_message_is_lost() 
     let mut acked: BTreeSet<String> = BTreeSet::new();
     let mut failovers_ms = Vec::new();
     let mut seed = std::process::id() as u64;
-    for round in 0..ROUNDS {
+    let rounds = rounds();
+    for round in 0..rounds {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(Mutex::new(Vec::new()));
         let sender = {
@@ -359,10 +388,21 @@ fn the_master_killed_mid_send_is_replaced_and_no_acknowledged_message_is_lost() 
             "round {round}: acknowledged but missing on {master}: {missing:?}"
         );
     }
+    // Every broker answers GET_BROKER_EPOCH_CACHE with the epochs it holds.
+    let (ok, text) = admin(&["getBrokerEpoch", "-n", &g.namesrv.addr, "-b", &g.name]);
+    assert!(ok, "{text}");
+    assert_eq!(text.matches("#brokerAddr").count(), 3, "{text}");
+    assert!(text.matches("#Epoch: EpochEntry{epoch=").count() >= 3 * rounds, "{text}");
+    let mut sorted = failovers_ms.clone();
+    sorted.sort_unstable();
+    let at = |q: f64| sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1];
     eprintln!(
-        "controller failover: {ROUNDS} rounds, {} acknowledged, first send after kill (ms): \
-         {failovers_ms:?}, restarts to truncate: {}",
+        "controller failover: {rounds} rounds, {} acknowledged, none lost or doubled; first send \
+         after kill (ms): p50 {} p99 {} max {}; all {failovers_ms:?}; restarts to truncate: {}",
         acked.len(),
+        at(0.5),
+        at(0.99),
+        at(1.0),
         g.truncating_restarts()
     );
     g.stop_all();

@@ -7,7 +7,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use ringmq_sync::LockExt;
 
@@ -115,11 +114,7 @@ pub struct BrokerRoleHooks {
     pub link: Arc<MasterLink>,
     pub register_now: Box<dyn Fn() + Send + Sync>,
     pub reopen: Arc<ReopenSignal>,
-    pub last_follow: Mutex<Option<Instant>>,
 }
-
-/// Least wait between re-registrations that ask the name servers for a new master.
-const FOLLOW_RETRY_MS: u64 = 1000;
 
 impl RoleHooks for BrokerRoleHooks {
     fn became_master(&self) {
@@ -142,13 +137,8 @@ impl RoleHooks for BrokerRoleHooks {
     }
 
     fn ensure_following(&self, master_addr: &str) {
-        if self.link.master_addr().as_deref() == Some(master_addr) {
-            return;
-        }
-        let mut last = self.last_follow.lock_unpoisoned();
-        let due = last.is_none_or(|t| t.elapsed() >= Duration::from_millis(FOLLOW_RETRY_MS));
-        if due {
-            *last = Some(Instant::now());
+        // The control thread calls this at most every few hundred ms.
+        if self.link.master_addr().as_deref() != Some(master_addr) {
             (self.register_now)();
         }
     }

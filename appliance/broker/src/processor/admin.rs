@@ -964,11 +964,28 @@ pub fn get_producer_connection_list(ctx: &BrokerContext, request: &RemotingComma
 pub fn get_broker_config(ctx: &BrokerContext, request: &RemotingCommand) -> Reply {
     request
         .response_to(ResponseCode::Success.code(), None)
-        .with_body(ctx.live.properties_text())
+        .with_body(with_live_role(ctx, ctx.live.properties_text()))
         .with_header(&GetBrokerConfigResponseHeader {
             version: Some(ctx.live.data_version().encode()),
         })
         .into()
+}
+
+/// In controller mode `brokerRole` and `brokerId` are what the controllers made this
+/// broker, as upstream's GET_BROKER_CONFIG shows them.
+fn with_live_role(ctx: &BrokerContext, text: String) -> String {
+    if !ctx.config.enable_controller_mode {
+        return text;
+    }
+    let role = ctx.role.broker_role(&ctx.config).name();
+    let id = ctx.role.broker_id();
+    text.lines()
+        .map(|line| match line.split_once('=') {
+            Some(("brokerRole", _)) => format!("brokerRole={role}\n"),
+            Some(("brokerId", _)) => format!("brokerId={id}\n"),
+            _ => format!("{line}\n"),
+        })
+        .collect()
 }
 
 /// UPDATE_BROKER_CONFIG (25): applies and saves the Properties body through

@@ -66,6 +66,10 @@ pub(crate) fn complete_slave_waiters(shared: &Shared, all: bool) -> Option<Insta
 fn acked_offset(shared: &Shared) -> u64 {
     let c = &shared.config;
     if c.controller_mode && c.all_ack_in_sync_state_set {
+        if shared.ha.replicas.sync_state_set_size() <= 1 {
+            // Alone in the set: nobody else has to hold it.
+            return u64::MAX;
+        }
         let confirm = shared.ha.replicas.confirm_offset.load(Ordering::Acquire);
         return confirm.max(0) as u64;
     }

@@ -456,9 +456,13 @@ impl MasterStage {
                 None => return,
             }
         }
-        replicas
+        let before = replicas
             .confirm_offset
-            .store(confirm as i64, Ordering::Release);
+            .swap(confirm as i64, Ordering::AcqRel);
+        if confirm as i64 > before {
+            // Consumers may see more now (allAckInSyncStateSet bounds dispatch).
+            self.shared.wake_reput();
+        }
     }
 
     /// Refreshes the slaves' status the API reads.
@@ -592,8 +596,12 @@ impl MasterStage {
             OPEN_END_OFFSET => u64::MAX,
             e => e as u64,
         };
-        let confirm = replicas.confirm_offset.load(Ordering::Acquire).max(0);
-        Ok(Some((entry.epoch, entry.start_offset, confirm, end)))
+        // What this master lets consumers see bounds what the slave may show.
+        let confirm = match self.shared.ha.replica_dispatch_bound(&self.shared.config) {
+            Some(bound) => bound,
+            None => max,
+        };
+        Ok(Some((entry.epoch, entry.start_offset, confirm as i64, end)))
     }
 
     /// Sends body bytes of the current frame from the CommitLog, never through a buffer of

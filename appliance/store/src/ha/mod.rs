@@ -109,6 +109,22 @@ impl HaState {
         }
     }
 
+    /// Controller mode: how far consumers may see (spec §g.3, "Visibility"). A slave sees
+    /// what its master confirmed; a master under `allAckInSyncStateSet` with others in the
+    /// SyncStateSet sees what every member holds; otherwise there is no replica bound.
+    pub fn replica_dispatch_bound(&self, config: &crate::config::StoreConfig) -> Option<u64> {
+        if !config.controller_mode {
+            return None;
+        }
+        let confirm = self.replicas.confirm_offset.load(Ordering::Acquire).max(0) as u64;
+        if self.is_slave() {
+            return Some(confirm);
+        }
+        let waits_for_members =
+            config.all_ack_in_sync_state_set && self.replicas.sync_state_set_size() > 1;
+        waits_for_members.then_some(confirm)
+    }
+
     /// Slave: stop replicating (the HA client disconnects and idles).
     pub fn forget_master(&self) {
         let mut cur = self.master_addr.lock_unpoisoned();

@@ -13,7 +13,7 @@
 use super::epoch::{EpochCache, EpochEntry, EpochFile};
 use ringmq_sync::LockExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// ringmq's file under the store root holding the offset recovery must truncate to.
@@ -38,6 +38,8 @@ pub(crate) struct ReplicaState {
     /// This broker's controller-assigned id (-1 before registration).
     pub local_broker_id: AtomicI64,
     sync_state_set: Mutex<SyncStateView>,
+    /// Members of `sync_state_set`, read on the dispatch path without the lock.
+    sync_state_set_size: AtomicUsize,
     /// Why, and to which offset, the store must reopen (a slave that must truncate).
     reopen: Mutex<Option<(u64, String)>>,
 }
@@ -140,7 +142,15 @@ impl ReplicaState {
         view.members.sort_unstable();
         view.members.dedup();
         view.epoch = epoch;
+        self.sync_state_set_size
+            .store(view.members.len(), Ordering::Release);
         true
+    }
+
+    /// Members of the SyncStateSet; a master is always one of its own (1 before the
+    /// controller has named any).
+    pub fn sync_state_set_size(&self) -> usize {
+        self.sync_state_set_size.load(Ordering::Acquire).max(1)
     }
 
     pub fn sync_state_set(&self) -> SyncStateView {

@@ -287,9 +287,7 @@ impl<'a> Link<'a> {
                     }
                     self.master_confirm = confirm_offset;
                     let held = self.shared.log.max_offset() as i64;
-                    replicas
-                        .confirm_offset
-                        .store(confirm_offset.min(held), Ordering::Release);
+                    self.set_confirm(confirm_offset.min(held));
                     frames.push(Frame {
                         phy_offset: offset,
                         body,
@@ -431,11 +429,18 @@ impl<'a> Link<'a> {
             self.report()?;
         }
         if self.auto.is_some() {
-            let confirm = self.master_confirm.min(end as i64);
-            let replicas = &self.shared.ha.replicas;
-            replicas.confirm_offset.store(confirm, Ordering::Release);
+            self.set_confirm(self.master_confirm.min(end as i64));
         }
         Ok(())
+    }
+
+    /// Controller mode: what the master confirmed (and this slave holds) becomes visible.
+    fn set_confirm(&self, confirm: i64) {
+        let replicas = &self.shared.ha.replicas;
+        let before = replicas.confirm_offset.swap(confirm, Ordering::AcqRel);
+        if confirm > before {
+            self.shared.wake_reput();
+        }
     }
 }
 

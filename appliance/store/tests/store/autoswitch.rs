@@ -143,3 +143,83 @@ fn a_diverged_former_master_truncates_at_reopen_and_rejoins() {
     a.shutdown();
     b.shutdown();
 }
+
+#[test]
+fn under_all_ack_consumers_see_only_what_every_sync_state_set_member_holds() {
+    let (da, db) = (temp_dir("allack-a"), temp_dir("allack-b"));
+    let all_ack = |dir: &Path| StoreConfig {
+        all_ack_in_sync_state_set: true,
+        in_sync_replicas: 2,
+        slave_timeout_ms: 300,
+        ..controller_config(dir)
+    };
+    let a = MessageStore::open(all_ack(&da)).unwrap();
+    a.set_local_broker_id(1);
+    let a_addr = a.ha_listen_addr().expect("HA server listening");
+    let b = MessageStore::open(all_ack(&db)).unwrap();
+    b.set_local_broker_id(2);
+    a.change_to_master(1).unwrap();
+    follow(&b, 1, a_addr);
+    all_ok(&a, 0, 100); // alone in the set: nobody else has to hold them
+    wait_caught_up(&b, &a);
+    let visible = |s: &MessageStore| {
+        (0..QUEUES)
+            .map(|q| queue_keys(s, q, 0).len())
+            .sum::<usize>()
+    };
+    assert_eq!(visible(&a), 100);
+
+    // Broker 3 joins the set but never connects: nothing new is acknowledged or visible.
+    a.set_sync_state_set(&[1, 2, 3], 1);
+    for r in put_range(&a, 100, 120) {
+        assert_eq!(r.status, PutMessageStatus::FlushSlaveTimeout);
+    }
+    wait_caught_up(&b, &a);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        visible(&a),
+        100,
+        "the master shows only what every member holds"
+    );
+    assert_eq!(
+        visible(&b),
+        100,
+        "the slave shows only what the master confirmed"
+    );
+
+    // Without broker 3 the confirm offset moves at the next report, and both show all.
+    a.set_sync_state_set(&[1, 2], 2);
+    eventually("the master's consumers to see all", SYNC_BOUND, || {
+        visible(&a) == 120
+    });
+    eventually("the slave's consumers to see all", SYNC_BOUND, || {
+        visible(&b) == 120
+    });
+    all_ok(&a, 120, 140);
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn a_master_with_fewer_members_than_min_in_sync_replicas_refuses_puts_before_storing() {
+    let dir = temp_dir("min-in-sync");
+    let store = MessageStore::open(StoreConfig {
+        min_in_sync_replicas: 2,
+        ..controller_config(&dir)
+    })
+    .unwrap();
+    store.set_local_broker_id(1);
+    store.change_to_master(1).unwrap();
+    let before = store.commit_log_max_offset();
+    let refused = put_range(&store, 0, 3);
+    assert!(refused
+        .iter()
+        .all(|r| r.status == PutMessageStatus::InSyncReplicasNotEnough));
+    assert_eq!(store.commit_log_max_offset(), before, "nothing stored");
+    store.set_sync_state_set(&[1, 2], 1);
+    // Two members: accepted (no slave holds it, so the wait for broker 2 times out).
+    let waited = put_range(&store, 3, 4);
+    assert_ne!(waited[0].status, PutMessageStatus::InSyncReplicasNotEnough);
+    assert!(store.commit_log_max_offset() > before);
+    store.shutdown();
+}
