@@ -34,6 +34,13 @@ pub fn check_startable(c: &BrokerConfig, scope: CheckScope) -> Result<(), String
     c.delay_levels_ms()
         .map_err(|e| format!("messageDelayLevel: {e}"))?;
     check_bind_address(&c.bind_address)?;
+    if c.enable_controller_mode && c.controller_addr.split(';').all(|a| a.trim().is_empty()) {
+        return Err(
+            "enableControllerMode=true needs controllerAddr (the controllers' \
+                    addresses, ';'-separated)"
+                .to_string(),
+        );
+    }
     network_cores(c)?;
     let tuning = crate::config::net_tuning(c)?;
     crate::config::tls_client(c).map_err(|e| format!("TLS client (tls.enable): {e}"))?;
@@ -184,6 +191,15 @@ mod tests {
             scope(),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn controller_mode_needs_controller_addresses() {
+        let base = "enableControllerMode=true\nstorePathRootDir=/nonexistent-ringmq\n";
+        let e = check_startable(&conf(base), scope()).unwrap_err();
+        assert!(e.contains("needs controllerAddr"), "{e}");
+        let with = format!("{base}controllerAddr=127.0.0.1:19876;127.0.0.1:19877\n");
+        check_startable(&conf(&with), scope()).unwrap();
     }
 
     #[test]

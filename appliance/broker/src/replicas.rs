@@ -120,11 +120,6 @@ impl Manager {
             .filter(|a| !a.is_empty())
             .map(str::to_string)
             .collect();
-        if addrs.is_empty() {
-            tracing::error!(
-                "enableControllerMode=true but controllerAddr is empty: this broker stays a slave"
-            );
-        }
         let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
         let client = ControllerClient::new(addrs, ctx.tls_client.clone(), timeout);
         let files =

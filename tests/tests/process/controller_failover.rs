@@ -392,10 +392,14 @@ fn the_master_killed_mid_send_is_replaced_and_no_acknowledged_message_is_lost() 
     let (ok, text) = admin(&["getBrokerEpoch", "-n", &g.namesrv.addr, "-b", &g.name]);
     assert!(ok, "{text}");
     assert_eq!(text.matches("#brokerAddr").count(), 3, "{text}");
-    assert!(text.matches("#Epoch: EpochEntry{epoch=").count() >= 3 * rounds, "{text}");
+    assert!(
+        text.matches("#Epoch: EpochEntry{epoch=").count() >= 3 * rounds,
+        "{text}"
+    );
     let mut sorted = failovers_ms.clone();
     sorted.sort_unstable();
-    let at = |q: f64| sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1];
+    let at =
+        |q: f64| sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1];
     eprintln!(
         "controller failover: {rounds} rounds, {} acknowledged, none lost or doubled; first send \
          after kill (ms): p50 {} p99 {} max {}; all {failovers_ms:?}; restarts to truncate: {}",
