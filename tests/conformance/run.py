@@ -22,6 +22,11 @@ routes TBW102 to it; for a slave, until the route of TBW102 lists it as brokerId
 broker's name), then runs the client program with a timeout:
   *.py with tests/conformance/.venv/bin/python (the real Python client), *.js with node
   (NODE_PATH = tests/conformance/node/node_modules, where ali-ons lives).
+`controller` (needs broker slave) runs both brokers in controller mode: one `ringmq controller`
+process starts first, both brokers get enableControllerMode=true and its controllerAddr (and no
+brokerId/brokerRole/haMasterAddress); the first broker is elected master, the second registers
+as a slave under its controller id (not necessarily 1). `kill broker` then makes the controller
+elect the slave.
 `slave` (needs broker) adds a second broker process after the master: same cluster and broker
 name, brokerId=1, brokerRole=SLAVE, its own ports and storePathRootDir (<tmp>/data-slave),
 haMasterAddress = the master's haListenPort, slaveReadEnable=true (the master gets
@@ -147,6 +152,8 @@ class Run:
     slave_conf: str = ""
     slave_port: int = 0
     slave_addr: str = ""        # the real slave broker (brokerId 1 of the same broker name)
+    controller_conf: str = ""
+    controller_addr: str = ""   # `needs: ... controller`: the brokers' controllerAddr
     proxies: List["wireproxy.WireProxy"] = field(default_factory=list)
     frames: List["wireproxy.Captured"] = field(default_factory=list)
     t0: float = field(default_factory=time.time)
@@ -179,13 +186,15 @@ def parse_scenario(path: str) -> Scenario:
             if key == "needs":
                 words = val.replace(",", " ").split()
                 needs = [] if words == ["none"] else words
-                bad = [w for w in needs if w not in ("namesrv", "broker", "slave")]
+                bad = [w for w in needs if w not in ("namesrv", "broker", "slave", "controller")]
                 if bad:
                     err = f"unknown process in needs: {' '.join(bad)}"
                 if "broker" in needs and "namesrv" not in needs:
                     err = "needs: broker requires namesrv too"
                 if "slave" in needs and "broker" not in needs:
                     err = "needs: slave requires broker too"
+                if "controller" in needs and "slave" not in needs:
+                    err = "needs: controller requires broker and slave too"
             elif key == "timeout":
                 try:
                     timeout = float(val)
@@ -326,14 +335,22 @@ def wait_broker_routable(namesrv: str, broker_addr: str, broker: Proc, timeout: 
                f"routed TBW102 to broker {broker_addr}")
 
 
-def wait_slave_routable(namesrv: str, slave_addr: str, slave: Proc, timeout: float) -> None:
-    """The namesrv's route of TBW102 must list our slave as brokerId 1 of BROKER_NAME."""
+def wait_slave_routable(namesrv: str, slave_addr: str, slave: Proc, timeout: float,
+                        any_id: bool = False) -> None:
+    """The namesrv's route of TBW102 must list our slave as brokerId 1 of BROKER_NAME (any
+    slave id in controller mode, where the controller assigns it)."""
     def listed(route) -> bool:
-        return any(bd.get("brokerName") == BROKER_NAME
-                   and str((bd.get("brokerAddrs") or {}).get("1")) == slave_addr
-                   for bd in route.get("brokerDatas") or [])
+        for bd in route.get("brokerDatas") or []:
+            addrs = {str(k): str(v) for k, v in (bd.get("brokerAddrs") or {}).items()}
+            if bd.get("brokerName") != BROKER_NAME:
+                continue
+            if any_id and any(v == slave_addr and k != "0" for k, v in addrs.items()):
+                return True
+            if addrs.get("1") == slave_addr:
+                return True
+        return False
     wait_route(namesrv, slave, timeout, listed,
-               f"listed slave {slave_addr} as brokerId 1 of {BROKER_NAME} in the route of TBW102")
+               f"listed slave {slave_addr} as a slave of {BROKER_NAME} in the route of TBW102")
 
 
 def stop_proc(proc: Proc) -> None:
@@ -409,7 +426,21 @@ def start_slave(run: Run) -> None:
             raise ScenarioSkip(f"the binary cannot run a slave broker (exit status {SKIP_EXIT}"
                                + (f": {lines[-1].strip()[:200]}" if lines else "") + ")")
         raise
-    wait_slave_routable(run.namesrv_addr, run.slave_addr, p, REGISTER_TIMEOUT)
+    wait_slave_routable(run.namesrv_addr, run.slave_addr, p, REGISTER_TIMEOUT,
+                        any_id="controller" in run.scenario.needs)
+
+
+def start_controller(run: Run) -> None:
+    port = int(run.controller_addr.rsplit(":", 1)[1])
+    p = start_proc(run, "controller", [run.binary, "controller", "-c", run.controller_conf], run.base_env)
+    wait_listening(p, port, START_TIMEOUT)
+
+
+def controller_mode(run: Run, props: Dict[str, object]) -> Dict[str, object]:
+    """A broker's properties in controller mode: the controllers, not brokerId/brokerRole, decide."""
+    props = {k: v for k, v in props.items() if k not in ("brokerId", "brokerRole", "haMasterAddress")}
+    props.update({"enableControllerMode": "true", "controllerAddr": run.controller_addr})
+    return props
 
 
 def find_proc(run: Run, label: str) -> Optional[Proc]:
@@ -542,6 +573,13 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
             write_conf(run.namesrv_conf, {"listenPort": run.namesrv_port})
             start_namesrv(run)
             env["NAMESRV_ADDR"] = run.namesrv_addr
+        if "controller" in sc.needs:
+            port = free_port(taken)
+            run.controller_addr = f"127.0.0.1:{port}"
+            run.controller_conf = os.path.join(tmp, "controller.conf")
+            write_conf(run.controller_conf, {
+                "listenPort": port, "controllerStorePath": os.path.join(tmp, "controller-store")})
+            start_controller(run)
         if "broker" in sc.needs:
             # listenPort-2 (VIP channel) and listenPort+1 (HA) must be free too.
             run.broker_port = free_port(taken, also_free=(-2, 1))
@@ -561,6 +599,8 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
             if "slave" in sc.needs:
                 props["slaveReadEnable"] = "true"
             props.update(sc.broker_conf)
+            if "controller" in sc.needs:
+                props = controller_mode(run, props)
             write_conf(run.broker_conf, props)
             start_broker(run)
             env["BROKER_ADDR"] = run.broker_addr
@@ -572,14 +612,17 @@ def run_scenario(sc: Scenario, binary: Optional[str], bin_desc: str, keep: bool,
             run.slave_conf = os.path.join(tmp, "slave.conf")
             slave_data = os.path.join(tmp, "data-slave")
             os.makedirs(slave_data, exist_ok=True)
-            write_conf(run.slave_conf, {
+            slave_props: Dict[str, object] = {
                 "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 1,
                 "brokerRole": "SLAVE", "listenPort": run.slave_port, "haListenPort": run.slave_port + 1,
                 "brokerIP1": "127.0.0.1", "namesrvAddr": run.namesrv_addr, "storePathRootDir": slave_data,
                 "haMasterAddress": f"127.0.0.1:{run.broker_port + 1}", "slaveReadEnable": "true",
                 "autoCreateTopicEnable": "true", "mappedFileSizeCommitLog": 64 * 1024 * 1024,
                 "ringmq.grpc.enable": "false",
-            })
+            }
+            if "controller" in sc.needs:
+                slave_props = controller_mode(run, slave_props)
+            write_conf(run.slave_conf, slave_props)
             start_slave(run)
             env["SLAVE_ADDR"] = run.slave_addr
             env["SLAVE_ADDR_REAL"] = run.slave_addr
