@@ -235,7 +235,8 @@ pub fn broker(args: &[String]) -> ExitCode {
                 .broker
                 .on_reopen_request(Box::new(lifecycle::request_shutdown));
             let reopen = served.broker.reopen_signal();
-            serve_until_signal(&[addr], || served.shutdown());
+            let restarting = || reopen.is_requested();
+            serve_until_signal_or_restart(&[addr], restarting, || served.shutdown());
             if reopen.is_requested() {
                 lifecycle::restart_in_place();
             }
@@ -456,12 +457,27 @@ fn absolute(path: &Path) -> Result<PathBuf, String> {
 /// Tells systemd we are ready, feeds its watchdog while every address answers a probe,
 /// and on SIGINT/SIGTERM runs `shutdown`.
 fn serve_until_signal(addrs: &[SocketAddr], shutdown: impl FnOnce()) {
+    serve_until_signal_or_restart(addrs, || false, shutdown)
+}
+
+/// As [`serve_until_signal`]; when `restarting` says the stop is a restart in place, systemd
+/// hears RELOADING=1 rather than STOPPING=1 (it would otherwise wait for the exit and kill the
+/// re-executed process), and the new process's READY=1 ends the reload.
+fn serve_until_signal_or_restart(
+    addrs: &[SocketAddr],
+    restarting: impl Fn() -> bool,
+    shutdown: impl FnOnce(),
+) {
     notify::notify("READY=1");
     let probe_addrs = addrs.to_vec();
     let watchdog = Watchdog::start(move || probe_addrs.iter().all(|a| probe(*a)));
     let signal = lifecycle::wait_for_signal();
     tracing::info!(signal, "shutting down");
-    notify::notify("STOPPING=1");
+    notify::notify(if restarting() {
+        "RELOADING=1"
+    } else {
+        "STOPPING=1"
+    });
     drop(watchdog);
     shutdown();
 }
