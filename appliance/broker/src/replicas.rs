@@ -295,10 +295,7 @@ impl Manager {
         );
         if let Err(e) = applied {
             // Another broker took the id, or the controller forgot it: ask for a new one.
-            let _ = std::fs::remove_file(
-                std::path::Path::new(&c.store_path_root_dir)
-                    .join(format!("{}-temp", identity::FILE_NAME)),
-            );
+            let _ = self.files.clear_temp();
             return Err(e);
         }
         self.files.save(&applying).map_err(local)?;

@@ -85,6 +85,11 @@ impl IdentityFiles {
             ..identity.clone()
         };
         write(&self.path, &applied.encode())?;
+        self.clear_temp()
+    }
+
+    /// Forgets an identity being applied (the controller refused it).
+    pub fn clear_temp(&self) -> Result<(), String> {
         match std::fs::remove_file(&self.temp_path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(format!("cannot remove {}: {e}", self.temp_path.display()))
