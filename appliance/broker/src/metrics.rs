@@ -24,6 +24,9 @@ pub mod timer_families;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// The per-send series lookups hash with foldhash (SipHash was a visible share of a send).
+type FastHash = foldhash::fast::RandomState;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -251,13 +254,13 @@ struct SlotData {
     totals: Totals,
     /// This thread's cache of topic ids and is-system flags (the registry's lock is taken
     /// on a miss only).
-    topic_ids: HashMap<String, (u32, bool)>,
+    topic_ids: HashMap<String, (u32, bool), FastHash>,
     /// Indexed by `topic_id * 4 + message type`.
     topic_in: Vec<InSeries>,
     /// topic → consumer group → series.
-    out: HashMap<String, HashMap<String, OutSeries>>,
+    out: HashMap<String, HashMap<String, OutSeries, FastHash>, FastHash>,
     out_series: usize,
-    rpc: HashMap<RpcKey, RpcSeries>,
+    rpc: HashMap<RpcKey, RpcSeries, FastHash>,
 }
 
 /// SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: the puts upstream's store
@@ -283,7 +286,7 @@ struct TopicInfo {
 
 #[derive(Default)]
 struct TopicRegistry {
-    ids: HashMap<String, u32>,
+    ids: HashMap<String, u32, FastHash>,
     topics: Vec<TopicInfo>,
 }
 

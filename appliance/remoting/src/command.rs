@@ -46,6 +46,22 @@ pub struct ExtFields {
     bloom: u64,
     /// Key → span lookup, present once the map has grown past the scan's sweet spot.
     index: Option<Box<KeyIndex>>,
+    /// Where the live one-letter keys `a`..`z` sit, four bits per letter: 0 absent, 1..=14
+    /// the span position + 1, [`LETTER_FAR`] further along (found by the general lookup).
+    /// SEND_MESSAGE_V2 and its batch and reply forms use exactly these keys (Java writes
+    /// `a`..`n` in order, so all fit) and a send reads them about thirty times.
+    letters: [u64; 2],
+}
+
+/// `letters` value of a one-letter key past the 14th entry.
+const LETTER_FAR: u64 = 15;
+
+/// `letters` slot of a one-letter key `a`..`z`.
+fn letter_slot(key: &str) -> Option<usize> {
+    match key.as_bytes() {
+        [b @ b'a'..=b'z'] => Some(usize::from(b - b'a')),
+        _ => None,
+    }
 }
 
 /// Where one entry's key and value sit in `ExtFields::text`.
@@ -205,6 +221,13 @@ impl ExtFields {
     }
 
     fn position(&self, key: &str) -> Option<usize> {
+        if let Some(slot) = letter_slot(key) {
+            match self.letter(slot) {
+                0 => return None,
+                LETTER_FAR => {}
+                pos => return Some(pos as usize - 1),
+            }
+        }
         let head = key_head(key);
         if self.bloom & bloom_bit(head, key.len()) == 0 {
             return None;
@@ -261,11 +284,31 @@ impl ExtFields {
         });
         self.live += 1;
         let at = self.spans.len() - 1;
+        self.note_letter(letter_slot(key), at);
         match &mut self.index {
             Some(index) if index.has_room_for(self.spans.len()) => index.insert(key, at),
             Some(_) => self.rebuild_index(),
             None if self.spans.len() > EXT_FIELDS_INDEX_MIN_ENTRIES => self.rebuild_index(),
             None => {}
+        }
+    }
+
+    /// The `letters` nibble of slot `slot`.
+    fn letter(&self, slot: usize) -> u64 {
+        (self.letters[slot / 16] >> (4 * (slot % 16))) & 0xF
+    }
+
+    fn set_letter(&mut self, slot: usize, value: u64) {
+        debug_assert!(value <= LETTER_FAR);
+        let shift = 4 * (slot % 16);
+        let word = &mut self.letters[slot / 16];
+        *word = (*word & !(0xF << shift)) | (value << shift);
+    }
+
+    /// Records the position of a live entry whose key has `letters` slot `slot`.
+    fn note_letter(&mut self, slot: Option<usize>, at: usize) {
+        if let Some(slot) = slot {
+            self.set_letter(slot, (at as u64 + 1).min(LETTER_FAR));
         }
     }
 
@@ -280,6 +323,9 @@ impl ExtFields {
         let value = self.value_of(&span).to_owned();
         // A tombstone, not `Vec::remove`: shifting the tail would make a run of removals
         // quadratic and invalidate every indexed position behind it.
+        if let Some(slot) = letter_slot(key) {
+            self.set_letter(slot, 0);
+        }
         self.spans[index].key_len = REMOVED_KEY_LEN;
         self.live -= 1;
         self.dead += span.key_len + span.value_len;
@@ -313,6 +359,11 @@ impl ExtFields {
         }
         self.text = text;
         self.dead = 0;
+        self.letters = [0; 2];
+        for at in 0..self.spans.len() {
+            let span = self.spans[at];
+            self.note_letter(letter_slot(self.key_of(&span)), at);
+        }
         self.rebuild_index();
     }
 
@@ -597,6 +648,60 @@ mod ext_fields_tests {
             format!("{fresh:?}"),
             r#"ExtFields { entries: [("k", "v")] }"#
         );
+    }
+
+    /// One-letter keys are found through their own table: it must follow replacements,
+    /// removals and the compactions they trigger, and keys one letter long but not `a`..`z`
+    /// go the general way.
+    #[test]
+    fn one_letter_keys_survive_edits_and_compaction_like_a_map() {
+        let mut f = ExtFields::new();
+        let mut model = std::collections::BTreeMap::new();
+        let keys: Vec<String> = ('a'..='z')
+            .chain(['A', 'Z', '0', '_'])
+            .map(String::from)
+            .chain(["ab", "a1", "longer-key"].map(String::from))
+            .collect();
+        // A fixed pseudo-random walk: insert, replace with long values (dead bytes force
+        // compactions) and remove, checking every key against the model each round.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..4000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let key = &keys[(state % keys.len() as u64) as usize];
+            if state.is_multiple_of(3) {
+                assert_eq!(
+                    f.remove(key),
+                    model.remove(key),
+                    "round {round} remove {key}"
+                );
+            } else {
+                let value = format!("{round}-{}", "v".repeat((state % 90) as usize));
+                f.insert_str(key, &value);
+                model.insert(key.clone(), value);
+            }
+            for k in &keys {
+                assert_eq!(
+                    f.get(k),
+                    model.get(k).map(String::as_str),
+                    "round {round} get {k}"
+                );
+            }
+            assert_eq!(f.len(), model.len());
+        }
+        // Past the positions the letter table holds, letters are found the general way.
+        let mut big = ExtFields::new();
+        for i in 0..300 {
+            big.insert_str(&format!("k{i}"), "x");
+        }
+        big.insert_str("q", "late");
+        assert_eq!(big.get("q"), Some("late"));
+        assert_eq!(big.get("r"), None);
+        big.insert_str("q", "replaced");
+        assert_eq!(big.get("q"), Some("replaced"));
+        assert_eq!(big.remove("q"), Some("replaced".to_string()));
+        assert_eq!(big.get("q"), None);
     }
 
     #[test]

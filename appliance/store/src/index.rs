@@ -202,6 +202,9 @@ pub struct IndexService {
     slot_num: u32,
     index_num: u32,
     files: Vec<IndexFile>,
+    /// `topic#key` of the entry being written, reused so indexing allocates nothing per
+    /// record.
+    key_buf: String,
 }
 
 impl IndexService {
@@ -232,6 +235,7 @@ impl IndexService {
             slot_num,
             index_num,
             files,
+            key_buf: String::new(),
         })
     }
 
@@ -303,31 +307,45 @@ impl IndexService {
         if phy_offset < self.end_phy_offset() {
             return Ok(());
         }
-        let mut all: Vec<String> = Vec::new();
+        let mut indexed = false;
         if let Some(u) = uniq_key.filter(|u| !u.is_empty()) {
-            all.push(format!("{topic}#{u}"));
+            self.put_key(topic, u, phy_offset, store_timestamp)?;
+            indexed = true;
         }
-        if let Some(k) = keys {
-            all.extend(
-                k.split(' ')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| format!("{topic}#{s}")),
-            );
+        for k in keys.into_iter().flat_map(|k| k.split(' ')) {
+            if !k.is_empty() {
+                self.put_key(topic, k, phy_offset, store_timestamp)?;
+                indexed = true;
+            }
         }
-        if all.is_empty() {
+        if !indexed {
             // Still advance the end offset so re-dispatch skips this record.
             if let Some(f) = self.files.last_mut() {
                 f.end_phy_offset = phy_offset;
             }
-            return Ok(());
         }
-        for key in all {
+        Ok(())
+    }
+
+    /// Writes the entry of `topic#key`, into a new file when the current one is full.
+    fn put_key(
+        &mut self,
+        topic: &str,
+        key: &str,
+        phy_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<(), StoreError> {
+        let mut full = std::mem::take(&mut self.key_buf);
+        full.clear();
+        full.push_str(topic);
+        full.push('#');
+        full.push_str(key);
+        let f = self.writable_file(store_timestamp)?;
+        if !f.put_key(&full, phy_offset, store_timestamp) {
             let f = self.writable_file(store_timestamp)?;
-            if !f.put_key(&key, phy_offset, store_timestamp) {
-                let f = self.writable_file(store_timestamp)?;
-                f.put_key(&key, phy_offset, store_timestamp);
-            }
+            f.put_key(&full, phy_offset, store_timestamp);
         }
+        self.key_buf = full;
         Ok(())
     }
 

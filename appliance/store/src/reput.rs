@@ -9,13 +9,16 @@ use crate::consume_queue::ConsumeQueue;
 use crate::error::StoreError;
 use crate::shared::{ArrivalListener, Shared, FLAG_LOGIC_QUEUE_ERROR};
 use crate::types::ArrivalEvent;
-use crate::util::{property, tags_code};
+use crate::util::{tags_code, DispatchProperties};
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord, BLANK_MAGIC};
 use ringmq_sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The reput thread looks a queue up per record: a fast hasher, not SipHash.
+type FastHash = foldhash::fast::RandomState;
 
 /// Delay topic whose tagsCode is the delivery time.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -37,23 +40,27 @@ const DISPATCH_RETRY_MIN_MS: u64 = 10;
 const DISPATCH_RETRY_MAX_MS: u64 = 1000;
 
 /// tagsCode of a record per `store.md` §7.1.
-pub fn record_tags_code(topic: &str, props: &[u8], store_timestamp_ms: i64) -> i64 {
+pub fn record_tags_code(
+    topic: &str,
+    props: &DispatchProperties<'_>,
+    store_timestamp_ms: i64,
+) -> i64 {
     if topic == SCHEDULE_TOPIC {
-        if let Some(level) = property(props, "DELAY").and_then(|v| v.parse::<usize>().ok()) {
+        if let Some(level) = props.delay.and_then(|v| v.parse::<usize>().ok()) {
             if level > 0 {
                 return store_timestamp_ms + DELAY_LEVEL_MS[level.min(18) - 1];
             }
         }
         return store_timestamp_ms + 1000;
     }
-    property(props, "TAGS").map(tags_code).unwrap_or(0)
+    props.tags.map(tags_code).unwrap_or(0)
 }
 
 /// Builds ConsumeQueue and index entries from records; owned by the reput thread (and by
 /// recovery before it).
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    cache: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>,
+    cache: HashMap<String, HashMap<i32, Arc<ConsumeQueue>, FastHash>, FastHash>,
     generation: u64,
     /// Set while the index cannot be written: when to try it again.
     index_retry_at: Option<Instant>,
@@ -66,7 +73,7 @@ impl Dispatcher {
         let generation = shared.topic_generation.load(Ordering::Acquire);
         Dispatcher {
             shared,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
             generation,
             index_retry_at: None,
             index_skipped_records: 0,
@@ -77,7 +84,7 @@ impl Dispatcher {
     /// failure (typically no space for a new index file) never stops dispatch or puts:
     /// records are left out of the index and the write is tried again every
     /// [`INDEX_RETRY_INTERVAL_MS`] until it works.
-    fn build_index(&mut self, topic: &str, rec: &StoredRecord<'_>) {
+    fn build_index(&mut self, topic: &str, rec: &StoredRecord<'_>, props: &DispatchProperties<'_>) {
         let Some(index) = &self.shared.index else {
             return;
         };
@@ -86,15 +93,13 @@ impl Dispatcher {
             self.index_skipped_records += 1;
             return;
         }
-        let uniq = property(rec.properties, "UNIQ_KEY");
-        let keys = property(rec.properties, "KEYS");
         // The lock is held until availability is published, so a reader that finds the
         // new entries also sees the index as available.
         let mut idx = index.lock_unpoisoned();
         let built = idx.build_index(
             topic,
-            uniq,
-            keys,
+            props.uniq_key,
+            props.keys,
             rec.physical_offset,
             rec.store_timestamp_ms,
         );
@@ -159,7 +164,8 @@ impl Dispatcher {
             }
         };
         let tx = rec.transaction_type();
-        let tags = record_tags_code(topic, rec.properties, rec.store_timestamp_ms);
+        let props = DispatchProperties::parse(rec.properties);
+        let tags = record_tags_code(topic, &props, rec.store_timestamp_ms);
         let mut added = false;
         if tx == record::TRANSACTION_NOT_TYPE || tx == record::TRANSACTION_COMMIT_TYPE {
             let cq = self.queue(topic, rec.queue_id);
@@ -176,7 +182,7 @@ impl Dispatcher {
                 .fetch_max(rec.store_timestamp_ms, Ordering::AcqRel);
         }
         if tx != record::TRANSACTION_ROLLBACK_TYPE {
-            self.build_index(topic, rec);
+            self.build_index(topic, rec, &props);
         }
         if added && !listeners.is_empty() {
             let ev = ArrivalEvent {

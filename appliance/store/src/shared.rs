@@ -73,8 +73,13 @@ impl MetricsState {
 
     /// Called by the append stage after each batch. The stage keeps a local histogram and
     /// merges it only when the shared one is free, so it never waits on a metrics reader.
+    /// Counts one append batch that held the tail `held_us`. The value goes straight into
+    /// the shared histogram (O(1)); only when a reader holds it does the value wait in the
+    /// stage's `local` one, merged at the next uncontended batch. Merging and resetting walk
+    /// every bucket, which per batch cost the append stage a tenth of its CPU.
     pub(crate) fn record_append_batch(
         &self,
+        held_us: u64,
         msgs: u64,
         bytes: u64,
         local: &mut hdrhistogram::Histogram<u64>,
@@ -82,9 +87,18 @@ impl MetricsState {
         self.append_batches.fetch_add(1, Ordering::Relaxed);
         self.put_messages.fetch_add(msgs, Ordering::Relaxed);
         self.put_bytes.fetch_add(bytes, Ordering::Relaxed);
-        if let Ok(mut h) = self.lock_hold_us.try_lock() {
-            let _ = h.add(&*local);
-            local.reset();
+        let held_us = held_us.max(1);
+        match self.lock_hold_us.try_lock() {
+            Ok(mut h) => {
+                let _ = h.record(held_us);
+                if !local.is_empty() {
+                    let _ = h.add(&*local);
+                    local.reset();
+                }
+            }
+            Err(_) => {
+                let _ = local.record(held_us);
+            }
         }
     }
 

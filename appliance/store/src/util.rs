@@ -5,6 +5,13 @@ use std::path::Path;
 
 /// Java `String.hashCode` over UTF-16 code units (tagsCode, index key hash).
 pub fn java_hash(s: &str) -> i32 {
+    if s.is_ascii() {
+        // One UTF-16 unit per byte: the common case (topics, tags, keys) without the
+        // UTF-16 encoder.
+        return s
+            .bytes()
+            .fold(0i32, |h, b| h.wrapping_mul(31).wrapping_add(i32::from(b)));
+    }
     s.encode_utf16()
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
@@ -28,6 +35,40 @@ pub fn property<'a>(props: &'a [u8], name: &str) -> Option<&'a str> {
         }
     }
     found
+}
+
+/// The properties dispatch reads from every record (tagsCode, index keys, delay level),
+/// found in one pass over the raw property string with [`property`]'s rules.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchProperties<'a> {
+    pub tags: Option<&'a str>,
+    pub keys: Option<&'a str>,
+    pub uniq_key: Option<&'a str>,
+    pub delay: Option<&'a str>,
+}
+
+impl<'a> DispatchProperties<'a> {
+    pub fn parse(props: &'a [u8]) -> Self {
+        let mut found = Self::default();
+        for piece in props.split(|b| *b == 0x02) {
+            let Some(sep) = piece.iter().position(|b| *b == 0x01) else {
+                continue;
+            };
+            let (k, v) = (&piece[..sep], &piece[sep + 1..]);
+            if v.is_empty() {
+                continue;
+            }
+            let slot = match k {
+                b"TAGS" => &mut found.tags,
+                b"KEYS" => &mut found.keys,
+                b"UNIQ_KEY" => &mut found.uniq_key,
+                b"DELAY" => &mut found.delay,
+                _ => continue,
+            };
+            *slot = std::str::from_utf8(v).ok();
+        }
+        found
+    }
 }
 
 /// Used fraction of the partition holding `path`, in percent (rounded up), upstream's
@@ -170,6 +211,41 @@ pub fn loopback_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-pass reader finds what four `property` lookups find, on well-formed and
+    /// odd property strings alike (duplicates, empty names or values, missing separators,
+    /// bytes that are not UTF-8).
+    #[test]
+    fn dispatch_properties_agree_with_property_lookups() {
+        let cases: [&[u8]; 9] = [
+            b"",
+            b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01ABC\x02WAIT\x01true\x02",
+            b"TAGS\x01a\x02TAGS\x01b\x02",
+            b"TAGS\x01a\x02TAGS\x01\x02",
+            b"\x01x\x02TAGS\x02KEYS\x01\x01k\x02",
+            b"DELAY\x013\x02TAGS\x01t",
+            b"TAGS\x01ok\x02TAGS\x01\xff\xfe\x02",
+            b"UNIQ_KEY\x01u\x02UNIQ_KEY2\x01v\x02XTAGS\x01w",
+            b"KEYS\x01a b\x02\x02\x02KEYS\x01c",
+        ];
+        for props in cases {
+            let one_pass = DispatchProperties::parse(props);
+            assert_eq!(one_pass.tags, property(props, "TAGS"), "{props:?}");
+            assert_eq!(one_pass.keys, property(props, "KEYS"), "{props:?}");
+            assert_eq!(one_pass.uniq_key, property(props, "UNIQ_KEY"), "{props:?}");
+            assert_eq!(one_pass.delay, property(props, "DELAY"), "{props:?}");
+        }
+    }
+
+    #[test]
+    fn java_hash_of_ascii_and_non_ascii_matches_java() {
+        // Values of Java's "...".hashCode().
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("TagA"), 2_598_919);
+        assert_eq!(java_hash("TopicTest#OrderID188"), -1_231_271_670);
+        assert_eq!(java_hash("é"), 233);
+        assert_eq!(java_hash("😀"), 1_772_899);
+    }
 
     #[test]
     fn disk_usage_is_a_percentage() {

@@ -6,6 +6,9 @@
 //! read lock held only for that clone, writers copy the map and swap it in.
 
 use std::collections::HashMap;
+
+/// Topic name → config; read on every send and pull, so hashed with foldhash, not SipHash.
+type TopicTable = HashMap<String, Arc<TopicConfig>, foldhash::fast::RandomState>;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -166,7 +169,7 @@ type Listener = Box<dyn Fn() + Send + Sync>;
 /// The broker's topic table.
 pub struct TopicConfigManager {
     path: Option<PathBuf>,
-    table: RwLock<Arc<HashMap<String, Arc<TopicConfig>>>>,
+    table: RwLock<Arc<TopicTable>>,
     data_version: Mutex<DataVersion>,
     system_topics: Vec<String>,
     /// Called after each change (the broker re-registers with name servers).
@@ -186,7 +189,7 @@ impl TopicConfigManager {
     /// An in-memory table with the system topics `config` asks for; `path` = where to persist
     /// (`None` in unit tests).
     pub fn new(config: &BrokerConfig, path: Option<PathBuf>) -> Self {
-        let mut table = HashMap::new();
+        let mut table = TopicTable::default();
         let mut system_topics: Vec<String> =
             FIXED_SYSTEM_TOPICS.iter().map(|s| s.to_string()).collect();
         let mut put = |tc: TopicConfig, sys: &mut Vec<String>| {
@@ -372,7 +375,7 @@ impl TopicConfigManager {
         table: impl IntoIterator<Item = TopicConfig>,
         data_version: DataVersion,
     ) {
-        let table: HashMap<String, Arc<TopicConfig>> = table
+        let table: TopicTable = table
             .into_iter()
             .map(|tc| (tc.topic_name.clone(), Arc::new(tc)))
             .collect();

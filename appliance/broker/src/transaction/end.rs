@@ -38,7 +38,8 @@ enum Answer {
     Oneway,
     TwoWay {
         responder: Responder,
-        template: RemotingCommand,
+        /// Boxed: the answer waits in the store's completion, which stays small.
+        template: Box<RemotingCommand>,
         started: Instant,
     },
 }
@@ -69,7 +70,7 @@ impl Answer {
                     started.elapsed(),
                     false,
                 );
-                responder.respond(template);
+                responder.respond(*template);
             }
         }
     }
@@ -137,7 +138,7 @@ pub fn end_transaction(
     } else {
         Answer::TwoWay {
             responder: rc.responder(),
-            template: request.response_to(ResponseCode::Success.code(), None),
+            template: Box::new(request.response_to(ResponseCode::Success.code(), None)),
             started,
         }
     };

@@ -219,7 +219,7 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
 
 /// Index of the first `"` or `\\` in `bytes`: where a JSON string ends or needs decoding.
 fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'"' || b == b'\\')
+    memchr::memchr2(b'"', b'\\', bytes)
 }
 
 /// A cursor over the header bytes. Every method bounds-checks through `peek`/`next_byte`,
