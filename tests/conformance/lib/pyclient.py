@@ -11,6 +11,7 @@ into the scenario's temp dir).
 from __future__ import annotations
 
 import ctypes
+import time
 from ctypes import POINTER, c_int, c_void_p
 from typing import Iterable, List, Optional, Tuple
 
@@ -42,6 +43,25 @@ def message(topic: str, body: str | bytes, tags: Optional[str] = None, keys: Opt
     for k, v in (props or {}).items():
         m.set_property(k, v)
     return m
+
+
+def send_sync_while_no_route(producer: Producer, message: Message, within_s: float = 10.0) -> SendResult:
+    """send_sync, retried while the C++ core answers "No route info of this topic"; any other
+    failure, or that one after `within_s`, is raised.
+
+    The core says "No route info" for two client-side states that ringmq's name server does
+    not cause: a route cache it refreshes on its own schedule (after a broker restart), and a
+    first send to a broker whose TCP connect has not finished (its three attempts fall within
+    a millisecond and exclude the broker still connecting, leaving no queue to pick).
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return producer.send_sync(message)
+        except Exception as e:  # the wrapper raises its own exception types
+            if "No route info" not in str(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 def start_producer(group: str, namesrv: str, orderly: bool = False, timeout_ms: int = 3000) -> Producer:

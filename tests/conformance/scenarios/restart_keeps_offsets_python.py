@@ -31,20 +31,6 @@ def maxes(broker, topic):
     return [rawmq.max_offset(broker, topic, q) for q in range(4)]
 
 
-def send_after_restart(producer, message, within_s=10.0):
-    """send_sync, retried while the core still has no route for the topic (its route cache
-    is refreshed on its own schedule); any other failure, or no route after `within_s`, is
-    raised."""
-    deadline = time.monotonic() + within_s
-    while True:
-        try:
-            return producer.send_sync(message)
-        except Exception as e:  # the wrapper raises its own exception types
-            if "No route info" not in str(e) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.5)
-
-
 def body(cleanups):
     ns, broker = env("NAMESRV_ADDR"), env("BROKER_ADDR")
     topic = flows.topic_for("Restart")
@@ -93,7 +79,7 @@ def body(cleanups):
     cleanups.append(p2.shutdown)
     second = [f"second {i}".encode() for i in range(COUNT)]
     for b in second:
-        r = send_after_restart(p2, pc.message(topic, b, tags="TagR"))
+        r = pc.send_sync_while_no_route(p2, pc.message(topic, b, tags="TagR"))
         check(r.status == pc.SendStatus.OK, f"send after restart {b!r}: {r.status!r}")
     col2 = flows.Collector("after-restart")
     flows.start_consumer(cleanups, group, ns, topic, col2, instance="after-restart")
