@@ -309,12 +309,12 @@ impl IndexService {
         }
         let mut indexed = false;
         if let Some(u) = uniq_key.filter(|u| !u.is_empty()) {
-            self.put_key(topic, u, phy_offset, store_timestamp)?;
+            self.index_key(topic, u, phy_offset, store_timestamp)?;
             indexed = true;
         }
         for k in keys.into_iter().flat_map(|k| k.split(' ')) {
             if !k.is_empty() {
-                self.put_key(topic, k, phy_offset, store_timestamp)?;
+                self.index_key(topic, k, phy_offset, store_timestamp)?;
                 indexed = true;
             }
         }
@@ -328,7 +328,7 @@ impl IndexService {
     }
 
     /// Writes the entry of `topic#key`, into a new file when the current one is full.
-    fn put_key(
+    fn index_key(
         &mut self,
         topic: &str,
         key: &str,

@@ -25,16 +25,22 @@ pub fn tags_code(tags: &str) -> i64 {
 /// a separator or with an empty name/value are skipped; a later duplicate wins.
 pub fn property<'a>(props: &'a [u8], name: &str) -> Option<&'a str> {
     let mut found = None;
-    for piece in props.split(|b| *b == 0x02) {
-        let Some(sep) = piece.iter().position(|b| *b == 0x01) else {
-            continue;
-        };
-        let (k, v) = (&piece[..sep], &piece[sep + 1..]);
-        if !k.is_empty() && !v.is_empty() && k == name.as_bytes() {
+    for (k, v) in property_pairs(props) {
+        if k == name.as_bytes() {
             found = std::str::from_utf8(v).ok();
         }
     }
     found
+}
+
+/// The `name 0x01 value` pairs of a raw property string, by [`property`]'s rules: pieces
+/// without a separator or with an empty name or value are skipped.
+fn property_pairs(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    props.split(|b| *b == 0x02).filter_map(|piece| {
+        let sep = piece.iter().position(|b| *b == 0x01)?;
+        let (k, v) = (&piece[..sep], &piece[sep + 1..]);
+        (!k.is_empty() && !v.is_empty()).then_some((k, v))
+    })
 }
 
 /// The properties dispatch reads from every record (tagsCode, index keys, delay level),
@@ -50,14 +56,7 @@ pub struct DispatchProperties<'a> {
 impl<'a> DispatchProperties<'a> {
     pub fn parse(props: &'a [u8]) -> Self {
         let mut found = Self::default();
-        for piece in props.split(|b| *b == 0x02) {
-            let Some(sep) = piece.iter().position(|b| *b == 0x01) else {
-                continue;
-            };
-            let (k, v) = (&piece[..sep], &piece[sep + 1..]);
-            if v.is_empty() {
-                continue;
-            }
+        for (k, v) in property_pairs(props) {
             let slot = match k {
                 b"TAGS" => &mut found.tags,
                 b"KEYS" => &mut found.keys,
