@@ -78,6 +78,12 @@ pub struct StoreConfig {
     pub flush_commit_log_thorough_interval_ms: u64,
     /// `flushIntervalConsumeQueue`.
     pub flush_interval_consume_queue_ms: u64,
+    /// `flushConsumeQueueLeastPages`: a ConsumeQueue file is flushed on a tick only once
+    /// its units crossed this many page boundaries (or it is full).
+    pub flush_consume_queue_least_pages: u32,
+    /// `flushConsumeQueueThoroughInterval`: at least this often every unflushed unit is
+    /// flushed and the checkpoint's logics timestamp advances.
+    pub flush_consume_queue_thorough_interval_ms: u64,
     /// `maxMessageSize`: limit of one message body.
     pub max_message_size: usize,
     /// `osPageCacheBusyTimeOutMills`.
@@ -300,6 +306,8 @@ impl Default for StoreConfig {
             flush_commit_log_least_pages: 4,
             flush_commit_log_thorough_interval_ms: 10_000,
             flush_interval_consume_queue_ms: 1000,
+            flush_consume_queue_least_pages: 2,
+            flush_consume_queue_thorough_interval_ms: 60_000,
             max_message_size: 4 * 1024 * 1024,
             os_page_cache_busy_timeout_ms: 1000,
             file_reserved_time_hours: 72,
@@ -465,6 +473,10 @@ impl StoreConfig {
                 self.flush_commit_log_thorough_interval_ms = num(v, bad)?
             }
             "flushIntervalConsumeQueue" => self.flush_interval_consume_queue_ms = num(v, bad)?,
+            "flushConsumeQueueLeastPages" => self.flush_consume_queue_least_pages = num(v, bad)?,
+            "flushConsumeQueueThoroughInterval" => {
+                self.flush_consume_queue_thorough_interval_ms = num(v, bad)?
+            }
             "maxMessageSize" => self.max_message_size = num(v, bad)?,
             "osPageCacheBusyTimeOutMills" => self.os_page_cache_busy_timeout_ms = num(v, bad)?,
             "fileReservedTime" => self.file_reserved_time_hours = num(v, bad)?,
@@ -604,6 +616,8 @@ pub const LIVE_STORE_KEYS: &[&str] = &[
     "flushCommitLogLeastPages",
     "flushCommitLogThoroughInterval",
     "flushIntervalConsumeQueue",
+    "flushConsumeQueueLeastPages",
+    "flushConsumeQueueThoroughInterval",
     "maxMessageSize",
     "osPageCacheBusyTimeOutMills",
     "fileReservedTime",
@@ -627,8 +641,11 @@ pub struct LiveStoreSettings {
     flush_interval_commit_log_ms: AtomicU64,
     flush_commit_log_least_pages: AtomicU32,
     flush_commit_log_thorough_interval_ms: AtomicU64,
-    /// The housekeeping period: ConsumeQueues, index and checkpoint are flushed each tick.
+    /// The housekeeping period: each tick flushes the ConsumeQueues past the dirty-page
+    /// threshold, the index and the checkpoint.
     flush_interval_consume_queue_ms: AtomicU64,
+    flush_consume_queue_least_pages: AtomicU32,
+    flush_consume_queue_thorough_interval_ms: AtomicU64,
     max_message_size_bytes: AtomicUsize,
     os_page_cache_busy_timeout_ms: AtomicU64,
     file_reserved_time_hours: AtomicU32,
@@ -662,6 +679,8 @@ impl LiveStoreSettings {
             flush_commit_log_least_pages: AtomicU32::new(0),
             flush_commit_log_thorough_interval_ms: AtomicU64::new(0),
             flush_interval_consume_queue_ms: AtomicU64::new(0),
+            flush_consume_queue_least_pages: AtomicU32::new(0),
+            flush_consume_queue_thorough_interval_ms: AtomicU64::new(0),
             max_message_size_bytes: AtomicUsize::new(0),
             os_page_cache_busy_timeout_ms: AtomicU64::new(0),
             file_reserved_time_hours: AtomicU32::new(0),
@@ -711,6 +730,12 @@ impl LiveStoreSettings {
             "flushIntervalConsumeQueue" => self
                 .flush_interval_consume_queue_ms
                 .store(c.flush_interval_consume_queue_ms, r),
+            "flushConsumeQueueLeastPages" => self
+                .flush_consume_queue_least_pages
+                .store(c.flush_consume_queue_least_pages, r),
+            "flushConsumeQueueThoroughInterval" => self
+                .flush_consume_queue_thorough_interval_ms
+                .store(c.flush_consume_queue_thorough_interval_ms, r),
             "maxMessageSize" => self.max_message_size_bytes.store(c.max_message_size, r),
             "osPageCacheBusyTimeOutMills" => self
                 .os_page_cache_busy_timeout_ms
@@ -768,6 +793,13 @@ impl LiveStoreSettings {
         self.flush_interval_consume_queue_ms
             .load(Ordering::Relaxed)
             .max(MIN_HOUSEKEEPING_TICK_MS)
+    }
+    pub fn flush_consume_queue_least_pages(&self) -> u32 {
+        self.flush_consume_queue_least_pages.load(Ordering::Relaxed)
+    }
+    pub fn flush_consume_queue_thorough_interval_ms(&self) -> u64 {
+        self.flush_consume_queue_thorough_interval_ms
+            .load(Ordering::Relaxed)
     }
     pub fn max_message_size_bytes(&self) -> usize {
         self.max_message_size_bytes.load(Ordering::Relaxed)

@@ -6,7 +6,9 @@
 //! queues lives here too.
 
 use crate::error::StoreError;
-use crate::mapped_file::{list_offset_files, offset_file_name, MapMode, MappedFile, Prepare};
+use crate::mapped_file::{
+    list_offset_files, offset_file_name, MapMode, MappedFile, Prepare, OS_PAGE_SIZE,
+};
 use ringmq_sync::RwLockExt;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -334,16 +336,25 @@ impl ConsumeQueue {
         Ok(true)
     }
 
-    /// Flushes written units to disk.
-    pub fn flush(&self) -> Result<(), StoreError> {
+    /// Flushes written units to disk: every unflushed unit when `least_pages` is 0, else
+    /// only files that are full or whose units crossed at least `least_pages` page
+    /// boundaries since their last flush (`flushConsumeQueueLeastPages`, upstream's
+    /// `MappedFile.isAbleToFlush`). Returns how many files were flushed.
+    ///
+    /// Why the threshold matters: a topic with many queues (BenchmarkTest has 1024) would
+    /// otherwise cost one msync per queue per tick, each one a small random write that
+    /// also write-protects the page the reput stage writes next.
+    pub fn flush(&self, least_pages: u32) -> Result<usize, StoreError> {
+        let mut flushed = 0;
         for f in self.files() {
             let (w, fl) = (f.wrote(), f.flushed());
-            if w > fl {
+            if able_to_flush(w, fl, f.size(), least_pages) {
                 f.flush_range(fl, w)?;
                 f.set_flushed(w);
+                flushed += 1;
             }
         }
-        Ok(())
+        Ok(flushed)
     }
 
     /// Drops every unit whose record starts at or after `phys_end` (recovery truncation).
@@ -552,9 +563,82 @@ impl ConsumeQueueTable {
     }
 }
 
+/// Whether a ConsumeQueue file with `wrote` bytes written, `flushed` flushed and `size`
+/// bytes in all is due for a flush under `least_pages` (0: anything unflushed is due).
+fn able_to_flush(wrote: u64, flushed: u64, size: u64, least_pages: u32) -> bool {
+    if wrote <= flushed {
+        return false;
+    }
+    if least_pages == 0 || wrote == size {
+        return true;
+    }
+    wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE >= u64::from(least_pages)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flush_threshold_counts_page_boundaries_like_upstream() {
+        let page = OS_PAGE_SIZE;
+        let size = 100 * page;
+        assert!(!able_to_flush(0, 0, size, 0), "nothing written");
+        assert!(
+            able_to_flush(20, 0, size, 0),
+            "thorough: any unflushed unit"
+        );
+        assert!(
+            !able_to_flush(2 * page - 20, 0, size, 2),
+            "one boundary crossed"
+        );
+        assert!(
+            able_to_flush(2 * page, 0, size, 2),
+            "two boundaries crossed"
+        );
+        // Boundaries, not bytes: from just below one boundary to just past the next.
+        assert!(able_to_flush(3 * page + 20, page - 20, size, 2));
+        assert!(!able_to_flush(2 * page + 20, page + 20, size, 2));
+        assert!(
+            able_to_flush(size, size - 20, size, 2),
+            "a full file always flushes"
+        );
+        assert!(!able_to_flush(size, size, size, 0), "nothing new");
+    }
+
+    #[test]
+    fn flush_with_least_pages_waits_for_dirty_pages_and_thorough_takes_the_rest() {
+        let dir = crate::test_util::temp_dir("cq-least");
+        // The first unit count whose bytes reach the second page boundary.
+        let two_pages = (2 * OS_PAGE_SIZE).div_ceil(CQ_UNIT_SIZE as u64);
+        let t = ConsumeQueueTable::load(&dir, 10 * OS_PAGE_SIZE).unwrap();
+        let cq = t.find_or_create("T", 0);
+        let put = |from: u64, to: u64| {
+            for i in from..to {
+                assert!(cq.put_unit(i as i64 * 100, 100, 0, i as i64).unwrap());
+            }
+        };
+        put(0, 3);
+        assert_eq!(cq.flush(2).unwrap(), 0, "three units dirty one page");
+        assert_eq!(cq.files()[0].flushed(), 0);
+        put(3, two_pages);
+        assert_eq!(
+            cq.flush(2).unwrap(),
+            1,
+            "units now cross two page boundaries"
+        );
+        let flushed = cq.files()[0].flushed();
+        assert_eq!(flushed, cq.files()[0].wrote());
+        put(two_pages, two_pages + 1);
+        assert_eq!(cq.flush(2).unwrap(), 0);
+        assert_eq!(
+            cq.flush(0).unwrap(),
+            1,
+            "a thorough pass takes the last unit"
+        );
+        assert_eq!(cq.files()[0].flushed(), cq.files()[0].wrote());
+        assert_eq!(cq.flush(0).unwrap(), 0);
+    }
 
     #[test]
     fn units_persist_truncate_and_reload() {
@@ -576,7 +660,7 @@ mod tests {
                 tags_code: 7
             })
         );
-        cq.flush().unwrap();
+        cq.flush(0).unwrap();
         drop((cq, t));
         let t = ConsumeQueueTable::load(&dir, fs).unwrap();
         let cq = t.find("T", 1).unwrap();

@@ -367,11 +367,11 @@ impl IndexService {
         out
     }
 
-    pub fn flush(&self) -> Result<(), StoreError> {
-        if let Some(f) = self.files.last() {
-            f.mf.flush_range(0, f.mf.size())?;
-        }
-        Ok(())
+    /// The newest file's mapping, for a flush made without holding the service's lock:
+    /// an msync of scattered hash-slot pages can take milliseconds, and the reput stage
+    /// needs the lock for every record it indexes.
+    pub fn newest_mapping(&self) -> Option<Arc<MappedFile>> {
+        self.files.last().map(|f| Arc::clone(&f.mf))
     }
 
     /// End timestamp of the newest full file (checkpoint indexMsgTimestamp).
@@ -426,7 +426,8 @@ mod tests {
             vec![100],
             "below end offset: skipped"
         );
-        s.flush().unwrap();
+        let mf = s.newest_mapping().unwrap();
+        mf.flush_range(0, mf.size()).unwrap();
         drop(s);
         let s = IndexService::load(&dir, 8, 5).unwrap();
         assert_eq!(s.end_phy_offset(), 200);

@@ -241,7 +241,7 @@ fn scan_valid_end(
 fn truncate_logics(shared: &Shared, process: u64) -> Result<(), StoreError> {
     for cq in shared.cqs.all() {
         cq.truncate_dirty(process as i64)?;
-        cq.flush()?;
+        cq.flush(0)?;
     }
     if let Some(index) = &shared.index {
         index.lock_unpoisoned().truncate_to(process as i64);

@@ -135,6 +135,9 @@ pub(crate) struct Shared {
     pub metrics: MetricsState,
     pub checkpoint_physic_ts: AtomicI64,
     pub checkpoint_logics_ts: AtomicI64,
+    /// The logics timestamp the last full ConsumeQueue flush made durable: what the
+    /// checkpoint claims between thorough passes (`flushConsumeQueueThoroughInterval`).
+    logics_flushed_ts: AtomicI64,
     pub topic_generation: AtomicU64,
     /// The store keys an update may change while the store runs (read on every use).
     pub live: LiveStoreSettings,
@@ -179,6 +182,7 @@ impl Shared {
             metrics: MetricsState::new(),
             checkpoint_physic_ts: AtomicI64::new(checkpoint.physic_msg_timestamp),
             checkpoint_logics_ts: AtomicI64::new(checkpoint.logics_msg_timestamp),
+            logics_flushed_ts: AtomicI64::new(checkpoint.logics_msg_timestamp),
             topic_generation: AtomicU64::new(0),
             live: LiveStoreSettings::new(&config),
             physical_memory_bytes: physical_memory_bytes(),
@@ -276,21 +280,41 @@ impl Shared {
             confirm_phy_offset: self.confirm_offset() as i64,
         }
     }
-    /// Flushes ConsumeQueues and index, then persists the checkpoint. The logics timestamp
-    /// is read before the queue flush so it never claims more than is on disk.
-    pub(crate) fn flush_logics_and_checkpoint(&self, checkpoint: &Mutex<Checkpoint>) {
-        let logics_ts = self.checkpoint_logics_ts.load(Ordering::Acquire);
+    /// Flushes ConsumeQueues and the newest index file, then persists the checkpoint
+    /// (upstream's FlushConsumeQueueService tick). `least_pages` 0 is a thorough pass:
+    /// every unflushed unit goes to disk, and the checkpoint's logics timestamp
+    /// advances to what was dispatched before the pass began. Otherwise only ConsumeQueue
+    /// files past `least_pages` dirty pages are flushed and the checkpoint keeps the last
+    /// thorough pass's logics timestamp, so it never claims more than is on disk.
+    pub(crate) fn flush_logics_and_checkpoint(
+        &self,
+        checkpoint: &Mutex<Checkpoint>,
+        least_pages: u32,
+    ) {
+        let dispatched_ts = self.checkpoint_logics_ts.load(Ordering::Acquire);
+        let mut all_flushed = true;
         for cq in self.cqs.all() {
-            if let Err(e) = cq.flush() {
+            if let Err(e) = cq.flush(least_pages) {
+                all_flushed = false;
                 tracing::error!(error = %e, "flushing ConsumeQueue failed");
             }
         }
-        if let Some(i) = &self.index {
-            if let Err(e) = i.lock_unpoisoned().flush() {
+        if least_pages == 0 && all_flushed {
+            self.logics_flushed_ts
+                .fetch_max(dispatched_ts, Ordering::AcqRel);
+        }
+        // Outside the index lock: the msync can take milliseconds and the reput stage
+        // takes that lock for every record it indexes.
+        let newest_index = self
+            .index
+            .as_ref()
+            .and_then(|i| i.lock_unpoisoned().newest_mapping());
+        if let Some(mf) = newest_index {
+            if let Err(e) = mf.flush_range(0, mf.size()) {
                 tracing::error!(error = %e, "flushing index failed");
             }
         }
-        let data = self.checkpoint_data(logics_ts);
+        let data = self.checkpoint_data(self.logics_flushed_ts.load(Ordering::Acquire));
         if let Err(e) = checkpoint.lock_unpoisoned().write(&data) {
             tracing::error!(error = %e, "writing checkpoint failed");
         }

@@ -255,7 +255,7 @@ fn mark_running(shared: &Shared, checkpoint: &Mutex<Checkpoint>) -> Result<(), S
     if let Ok(d) = File::open(&shared.config.store_path_root_dir) {
         let _ = d.sync_all();
     }
-    shared.flush_logics_and_checkpoint(checkpoint);
+    shared.flush_logics_and_checkpoint(checkpoint, 0);
     Ok(())
 }
 
@@ -359,11 +359,22 @@ fn start_housekeeping(
     let s = Arc::clone(shared);
     let cp = Arc::clone(checkpoint);
     let h = spawn("ringmq-housekeeping", move || {
-        // `flushIntervalConsumeQueue`, read each tick so an update applies at once.
+        // The open made a thorough pass (`mark_running`); the next is due an interval on.
+        let mut last_thorough = Instant::now();
+        // `flushIntervalConsumeQueue` and the flush thresholds are read each tick so an
+        // update applies at once.
         while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(
             Duration::from_millis(s.live.flush_interval_consume_queue_ms()),
         ) {
-            s.flush_logics_and_checkpoint(&cp);
+            let thorough_every =
+                Duration::from_millis(s.live.flush_consume_queue_thorough_interval_ms());
+            let least_pages = if last_thorough.elapsed() < thorough_every {
+                s.live.flush_consume_queue_least_pages()
+            } else {
+                last_thorough = Instant::now();
+                0
+            };
+            s.flush_logics_and_checkpoint(&cp, least_pages);
             s.refusals.flush();
         }
     })?;
@@ -443,7 +454,7 @@ impl Inner {
         self.stop_append_and_flush();
         self.stop_reput();
         stop_thread(&self.housekeeping);
-        s.flush_logics_and_checkpoint(&self.checkpoint);
+        s.flush_logics_and_checkpoint(&self.checkpoint, 0);
         s.refusals.flush();
         remove_abort_if_consistent(s);
         for h in self.threads.lock_unpoisoned().drain(..) {

@@ -87,6 +87,8 @@ fn flush_retention_and_busy_settings_read_back_changed() {
         ("flushCommitLogLeastPages", "9"),
         ("flushCommitLogThoroughInterval", "4321"),
         ("flushIntervalConsumeQueue", "250"),
+        ("flushConsumeQueueLeastPages", "3"),
+        ("flushConsumeQueueThoroughInterval", "5000"),
         ("osPageCacheBusyTimeOutMills", "2500"),
         ("fileReservedTime", "5"),
         ("deleteWhen", "01;13"),
@@ -102,6 +104,8 @@ fn flush_retention_and_busy_settings_read_back_changed() {
     assert_eq!(live.flush_commit_log_least_pages(), 9);
     assert_eq!(live.flush_commit_log_thorough_interval_ms(), 4321);
     assert_eq!(live.flush_interval_consume_queue_ms(), 250);
+    assert_eq!(live.flush_consume_queue_least_pages(), 3);
+    assert_eq!(live.flush_consume_queue_thorough_interval_ms(), 5000);
     assert_eq!(live.os_page_cache_busy_timeout_ms(), 2500);
     assert_eq!(live.file_reserved_time_hours(), 5);
     assert!(live.is_delete_hour(13) && live.is_delete_hour(1) && !live.is_delete_hour(4));
@@ -125,4 +129,36 @@ fn fixed_keys_and_bad_values_change_nothing() {
     );
     assert!(store.set_live_setting("maxMessageSize", "big").is_err());
     assert_eq!(store.live_settings().max_message_size_bytes(), 100);
+}
+
+#[test]
+fn consume_queue_flush_waits_for_dirty_pages_and_the_checkpoint_for_a_thorough_pass() {
+    let dir = temp_dir("live-cq-flush");
+    let mut cfg = config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap);
+    cfg.flush_interval_consume_queue_ms = 10;
+    cfg.flush_consume_queue_thorough_interval_ms = 3_600_000;
+    let checkpoint_path = cfg.checkpoint_path();
+    let store = MessageStore::open(cfg).unwrap();
+    let logics_ts = || {
+        ringmq_store::checkpoint::Checkpoint::open(&checkpoint_path)
+            .unwrap()
+            .1
+            .logics_msg_timestamp
+    };
+    let before = logics_ts();
+    assert_eq!(put(&store, "F", 0, "k", 10).status, PutMessageStatus::PutOk);
+    wait_until("dispatch", || store.max_offset_in_queue("F", 0) == 1);
+    // Twenty ticks: one unit dirties less than flushConsumeQueueLeastPages (2), so no
+    // tick may claim it in the checkpoint.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        logics_ts(),
+        before,
+        "checkpoint advanced without a thorough pass"
+    );
+    assert_eq!(
+        store.set_live_setting("flushConsumeQueueThoroughInterval", "0"),
+        Ok(true)
+    );
+    wait_until("a thorough pass", || logics_ts() > before);
 }
