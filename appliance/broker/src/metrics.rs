@@ -24,9 +24,6 @@ pub mod timer_families;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-
-/// The per-send series lookups hash with foldhash (SipHash was a visible share of a send).
-type FastHash = foldhash::fast::RandomState;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,6 +35,9 @@ use self::put_latency::PutLatency;
 use self::text::{Exposition, Kind};
 pub use self::timer_families::{TimerGauges, TimerProbe};
 use ringmq_sync::LockExt;
+
+/// The per-send series lookups hash with foldhash (SipHash was a visible share of a send).
+type FastHash = foldhash::fast::RandomState;
 
 /// Recording slots; threads beyond this share slots (still correct, just contended).
 pub const MAX_SLOTS: usize = 64;

@@ -16,7 +16,7 @@ use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
 use crate::shared::Shared;
 use crate::stage_msg::{AppendMsg, Done, FlushMsg, Waiter};
 use crate::types::{PutMessageStatus, PutRequest, PutResult};
-use crate::util::now_ms;
+use crate::util::{now_ms, FastHash};
 use bytes::BytesMut;
 use ringmq_remoting::message::record::{self, BLANK_RECORD_SIZE};
 use std::collections::HashMap;
@@ -1028,11 +1028,8 @@ pub(crate) fn validate(
     Ok(())
 }
 
-/// Each queue's next queue offset, by topic.
-/// Topic → queue id → next queue offset, looked up once per put on the append stage (hence
-/// the fast hasher).
-pub(crate) type QueueOffsetTable =
-    HashMap<String, HashMap<i32, i64, foldhash::fast::RandomState>, foldhash::fast::RandomState>;
+/// Topic → queue id → next queue offset, looked up once per put on the append stage.
+pub(crate) type QueueOffsetTable = HashMap<String, HashMap<i32, i64, FastHash>, FastHash>;
 
 /// The next queue offset of every ConsumeQueue: where the append stage continues after
 /// recovery, and after a slave becomes master.

@@ -7,7 +7,7 @@
 
 use crate::error::StoreError;
 use crate::mapped_file::{
-    list_offset_files, offset_file_name, MapMode, MappedFile, Prepare, OS_PAGE_SIZE,
+    flush_due, list_offset_files, offset_file_name, MapMode, MappedFile, Prepare,
 };
 use ringmq_sync::RwLockExt;
 use std::collections::HashMap;
@@ -348,7 +348,7 @@ impl ConsumeQueue {
         let mut flushed = 0;
         for f in self.files() {
             let (w, fl) = (f.wrote(), f.flushed());
-            if able_to_flush(w, fl, f.size(), least_pages) {
+            if flush_due(w, fl, u64::from(least_pages), w == f.size()) {
                 f.flush_range(fl, w)?;
                 f.set_flushed(w);
                 flushed += 1;
@@ -563,48 +563,10 @@ impl ConsumeQueueTable {
     }
 }
 
-/// Whether a ConsumeQueue file with `wrote` bytes written, `flushed` flushed and `size`
-/// bytes in all is due for a flush under `least_pages` (0: anything unflushed is due).
-fn able_to_flush(wrote: u64, flushed: u64, size: u64, least_pages: u32) -> bool {
-    if wrote <= flushed {
-        return false;
-    }
-    if least_pages == 0 || wrote == size {
-        return true;
-    }
-    wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE >= u64::from(least_pages)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flush_threshold_counts_page_boundaries_like_upstream() {
-        let page = OS_PAGE_SIZE;
-        let size = 100 * page;
-        assert!(!able_to_flush(0, 0, size, 0), "nothing written");
-        assert!(
-            able_to_flush(20, 0, size, 0),
-            "thorough: any unflushed unit"
-        );
-        assert!(
-            !able_to_flush(2 * page - 20, 0, size, 2),
-            "one boundary crossed"
-        );
-        assert!(
-            able_to_flush(2 * page, 0, size, 2),
-            "two boundaries crossed"
-        );
-        // Boundaries, not bytes: from just below one boundary to just past the next.
-        assert!(able_to_flush(3 * page + 20, page - 20, size, 2));
-        assert!(!able_to_flush(2 * page + 20, page + 20, size, 2));
-        assert!(
-            able_to_flush(size, size - 20, size, 2),
-            "a full file always flushes"
-        );
-        assert!(!able_to_flush(size, size, size, 0), "nothing new");
-    }
+    use crate::mapped_file::OS_PAGE_SIZE;
 
     #[test]
     fn flush_with_least_pages_waits_for_dirty_pages_and_thorough_takes_the_rest() {

@@ -26,7 +26,7 @@
 
 use crate::config::FlushDiskType;
 use crate::direct::{DirectFlusher, DirectRing};
-use crate::mapped_file::OS_PAGE_SIZE;
+use crate::mapped_file::flush_due;
 use crate::shared::Shared;
 use crate::stage_msg::{FlushMsg, Waiter};
 use crate::types::PutMessageStatus;
@@ -227,15 +227,14 @@ impl Coordinator {
         self.last_interval = Instant::now();
         let max = self.shared.log.max_offset();
         let flushed = self.shared.log.flushed_offset();
-        let pages = max / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE;
         let crossed_segment = flushed / self.file_size != max / self.file_size;
-        let thorough_due = self.last_thorough.elapsed() >= self.thorough();
-        if thorough_due {
+        let least_pages = if self.last_thorough.elapsed() >= self.thorough() {
             self.last_thorough = Instant::now();
-        }
-        let least_pages = self.least_pages();
-        self.durable_due |= max > flushed
-            && (thorough_due || crossed_segment || least_pages == 0 || pages >= least_pages);
+            0
+        } else {
+            self.least_pages()
+        };
+        self.durable_due |= flush_due(max, flushed, least_pages, crossed_segment);
     }
 
     /// Whether the bytes up to the max offset should be made durable now.

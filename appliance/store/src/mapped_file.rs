@@ -31,6 +31,17 @@ use std::sync::Arc;
 /// Page size used for flush thresholds and alignment (RocketMQ's `OS_PAGE_SIZE`).
 pub const OS_PAGE_SIZE: u64 = 4096;
 
+/// Upstream's `MappedFile.isAbleToFlush`, for the CommitLog and the ConsumeQueues alike:
+/// bytes `flushed..wrote` are due when some are unflushed and either `least_pages` is 0,
+/// the file is done with (full, or the writes moved on to the next segment), or the writes
+/// crossed at least `least_pages` page boundaries since the last flush.
+pub(crate) fn flush_due(wrote: u64, flushed: u64, least_pages: u64, file_done: bool) -> bool {
+    wrote > flushed
+        && (least_pages == 0
+            || file_done
+            || wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE >= least_pages)
+}
+
 /// Most buffers one pwritev takes (Linux's IOV_MAX).
 pub const IOV_MAX: usize = 1024;
 
@@ -700,6 +711,27 @@ pub fn list_offset_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flush_threshold_counts_page_boundaries_like_upstream() {
+        let page = OS_PAGE_SIZE;
+        let size = 100 * page;
+        assert!(!flush_due(0, 0, 0, false), "nothing written");
+        assert!(flush_due(20, 0, 0, false), "thorough: any unflushed unit");
+        assert!(
+            !flush_due(2 * page - 20, 0, 2, false),
+            "one boundary crossed"
+        );
+        assert!(flush_due(2 * page, 0, 2, false), "two boundaries crossed");
+        // Boundaries, not bytes: from just below one boundary to just past the next.
+        assert!(flush_due(3 * page + 20, page - 20, 2, false));
+        assert!(!flush_due(2 * page + 20, page + 20, 2, false));
+        assert!(
+            flush_due(size, size - 20, 2, true),
+            "a full file always flushes"
+        );
+        assert!(!flush_due(size, size, 0, true), "nothing new");
+    }
 
     #[test]
     fn names_round_trip() {

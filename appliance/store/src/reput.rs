@@ -9,16 +9,13 @@ use crate::consume_queue::ConsumeQueue;
 use crate::error::StoreError;
 use crate::shared::{ArrivalListener, Shared, FLAG_LOGIC_QUEUE_ERROR};
 use crate::types::ArrivalEvent;
-use crate::util::{tags_code, DispatchProperties};
+use crate::util::{tags_code, DispatchProperties, FastHash};
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord, BLANK_MAGIC};
 use ringmq_sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The reput thread looks a queue up per record: a fast hasher, not SipHash.
-type FastHash = foldhash::fast::RandomState;
 
 /// Delay topic whose tagsCode is the delivery time.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";

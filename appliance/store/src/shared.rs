@@ -71,9 +71,8 @@ impl MetricsState {
         }
     }
 
-    /// Called by the append stage after each batch. The stage keeps a local histogram and
-    /// merges it only when the shared one is free, so it never waits on a metrics reader.
-    /// Counts one append batch that held the tail `held_us`. The value goes straight into
+    /// Called by the append stage after each batch that held the tail `held_us`; it never
+    /// waits on a metrics reader. The value goes straight into
     /// the shared histogram (O(1)); only when a reader holds it does the value wait in the
     /// stage's `local` one, merged at the next uncontended batch. Merging and resetting walk
     /// every bucket, which per batch cost the append stage a tenth of its CPU.

@@ -3,6 +3,10 @@
 
 use std::path::Path;
 
+/// Hasher of the maps the store looks up per record (queue offsets on the append stage,
+/// ConsumeQueues on the reput stage): foldhash, randomly seeded per process, not SipHash.
+pub(crate) type FastHash = foldhash::fast::RandomState;
+
 /// Java `String.hashCode` over UTF-16 code units (tagsCode, index key hash).
 pub fn java_hash(s: &str) -> i32 {
     if s.is_ascii() {

@@ -6,9 +6,6 @@
 //! read lock held only for that clone, writers copy the map and swap it in.
 
 use std::collections::HashMap;
-
-/// Topic name → config; read on every send and pull, so hashed with foldhash, not SipHash.
-type TopicTable = HashMap<String, Arc<TopicConfig>, foldhash::fast::RandomState>;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -18,6 +15,9 @@ use ringmq_remoting::json;
 use crate::config::BrokerConfig;
 use crate::persist;
 use ringmq_sync::{LockExt, RwLockExt};
+
+/// Topic name → config; read on every send and pull, so hashed with foldhash, not SipHash.
+type TopicTable = HashMap<String, Arc<TopicConfig>, foldhash::fast::RandomState>;
 
 // The permission bits as the `u32` masks of `brokerPermission` and group `forbidden` bits.
 pub const PERM_PRIORITY: u32 = perm::PRIORITY as u32;
