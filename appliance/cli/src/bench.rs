@@ -132,6 +132,12 @@ pub struct BenchArgs {
     /// Report interval in seconds.
     #[arg(long = "interval", default_value_t = 1)]
     pub report_interval_secs: u64,
+    /// Run this many seconds before the measured `-d` seconds and leave them out of the
+    /// summary (their interval lines are marked `warm-up`): a new topic's first messages
+    /// create its ConsumeQueue files and first-touch its pages, which is not the steady
+    /// state a latency figure describes. Warm-up messages still count toward `-m`.
+    #[arg(long = "warmup", default_value_t = 0)]
+    pub warmup_secs: u64,
     /// Print the final summary as one JSON object on the last line.
     #[arg(long = "json")]
     pub json: bool,
@@ -427,9 +433,13 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
         (None, Some(_)) => Duration::from_secs(24 * 3600),
         (None, None) => Duration::from_secs(10),
     };
+    let report_every = Duration::from_secs(args.report_interval_secs.max(1));
+    // Whole intervals, so the summary starts exactly where an interval line does.
+    let warmup_intervals = args.warmup_secs.div_ceil(report_every.as_secs());
+    let warmup = report_every * u32::try_from(warmup_intervals).unwrap_or(u32::MAX);
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
-        deadline: Instant::now() + duration,
+        deadline: Instant::now() + warmup + duration,
         claimed: AtomicU64::new(0),
         limit: args.message_count,
     });
@@ -480,7 +490,7 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
         }
     }
     drop(tx);
-    let started = Instant::now();
+    let mut measured_since = Instant::now();
     let counted = |id: usize| match args.mode {
         BenchMode::E2e => id < reporting_workers,
         _ => true,
@@ -495,7 +505,6 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
     if !args.quiet {
         println!("{}", interval_header(args.mode));
     }
-    let report_every = Duration::from_secs(args.report_interval_secs.max(1));
     while live.iter().any(|l| *l) {
         let (id, snap) = match rx.recv_timeout(report_every * 4) {
             Ok(x) => x,
@@ -530,14 +539,20 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
                     }
                 }
             }
+            let warming = interval_no <= warmup_intervals;
+            if !args.quiet {
+                let mark = if warming { "  warm-up" } else { "" };
+                println!("{}{mark}", interval_line(interval_no, report_every, &line));
+            }
+            if warming {
+                measured_since = Instant::now();
+                continue;
+            }
             total_msgs += line.messages;
             total_bytes += line.bytes;
             let _ = total.add(&line.hist);
             for (k, v) in &line.failures {
                 *total_failures.entry(k.clone()).or_insert(0) += v;
-            }
-            if !args.quiet {
-                println!("{}", interval_line(interval_no, report_every, &line));
             }
         }
     }
@@ -548,7 +563,13 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
             ));
         }
     }
-    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+    // Up to the deadline, not to the last snapshot: after it a consumer still waits out
+    // its last long poll (up to a second) with nothing left to receive.
+    let measured_until = Instant::now().min(control.deadline);
+    let elapsed = measured_until
+        .saturating_duration_since(measured_since)
+        .as_secs_f64()
+        .max(1e-9);
     let ms = |us: u64| us as f64 / 1000.0;
     let empty = total.is_empty();
     let summary = BenchSummary {

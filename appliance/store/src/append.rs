@@ -13,10 +13,11 @@ use crate::commit_log::AllocatorHandle;
 use crate::config::{BrokerRole, FlushDiskType, StoreConfig};
 use crate::direct::DirectRing;
 use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
+use crate::reput::ReputHandle;
 use crate::shared::Shared;
 use crate::stage_msg::{AppendMsg, Done, FlushMsg, Waiter};
 use crate::types::{PutMessageStatus, PutRequest, PutResult};
-use crate::util::{now_ms, FastHash};
+use crate::util::{now_ms, panic_text, FastHash};
 use bytes::BytesMut;
 use ringmq_remoting::message::record::{self, BLANK_RECORD_SIZE};
 use std::collections::HashMap;
@@ -57,6 +58,9 @@ pub(crate) struct AppendStage {
     next_core: usize,
     /// The flush stage was told to stop (normal shutdown).
     flush_stopped: bool,
+    /// The reput stage, when it shares this stage's core: each ASYNC_FLUSH batch is
+    /// dispatched here instead of waking the reput thread (`reput::dispatch_here_or_wake`).
+    reput: Option<ReputHandle>,
 }
 
 /// Bytes of one put (or a BLANK filler) waiting for the batch's pwritev.
@@ -192,6 +196,7 @@ impl AppendStage {
         allocator: AllocatorHandle,
         topic_queue_table: QueueOffsetTable,
         ring: Option<Arc<DirectRing>>,
+        reput: Option<ReputHandle>,
     ) -> Self {
         let log = &shared.log;
         let wrote = log.max_offset();
@@ -213,6 +218,7 @@ impl AppendStage {
             failed_from: None,
             next_core: 0,
             flush_stopped: false,
+            reput,
             rx,
             shared,
         }
@@ -486,7 +492,10 @@ impl AppendStage {
             let _ = reply.try_send(r);
         }
         if !limits.sync {
-            self.shared.wake_reput();
+            match &self.reput {
+                Some(reput) => crate::reput::dispatch_here_or_wake(reput, &self.shared),
+                None => self.shared.wake_reput(),
+            }
         }
     }
 
@@ -969,15 +978,6 @@ impl Drop for AppendStage {
             let _ = self.flush_tx.try_send(FlushMsg::Shutdown(ack));
         }
     }
-}
-
-/// The message a panic carried, for the log line.
-pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message")
 }
 
 /// Checks a request on the producer's thread before it is queued, so bad input never

@@ -517,6 +517,58 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A panic while a record is dispatched (a defect in per-record code) is caught on
+    /// whichever thread dispatched it (the append thread under ASYNC_FLUSH on a shared
+    /// core, the reput thread under SYNC_FLUSH); the record is dispatched again and
+    /// becomes pullable, and puts go on being accepted: neither stage ends.
+    #[test]
+    fn a_panic_in_dispatch_is_retried_and_puts_go_on() {
+        use crate::config::FlushDiskType;
+        for (flush, topic) in [
+            (FlushDiskType::AsyncFlush, "DPANA"),
+            (FlushDiskType::SyncFlush, "DPANS"),
+        ] {
+            let dir = crate::test_util::temp_dir("dispatchpanic");
+            let config = StoreConfig {
+                flush_disk_type: flush,
+                ..small_config(&dir)
+            };
+            let store = MessageStore::open(config).unwrap();
+            let put = || {
+                let rec = crate::util::loopback_record(topic, 0, b"body", b"");
+                store
+                    .put_blocking(PutRequest::new(topic, 0, 0, rec, 1))
+                    .status
+            };
+            let dispatched = |n: i64| {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while store.max_offset_in_queue(topic, 0) < n && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                store.max_offset_in_queue(topic, 0) == n
+            };
+            assert_eq!(put(), PutMessageStatus::PutOk);
+            assert!(dispatched(1), "{flush:?}");
+            crate::fault::inject_dispatch_panic_once(topic);
+            assert_eq!(put(), PutMessageStatus::PutOk, "{flush:?}");
+            assert_eq!(put(), PutMessageStatus::PutOk, "{flush:?}");
+            assert!(
+                dispatched(3),
+                "{flush:?}: the record that panicked is dispatched again"
+            );
+            assert!(
+                !crate::fault::dispatch_panic_pending(topic),
+                "the fault fired"
+            );
+            let pulled = store.get_message(topic, 0, 0, 32, 1 << 20, &crate::AcceptAll);
+            assert_eq!(pulled.messages.len(), 3, "{flush:?}");
+            assert_eq!(put(), PutMessageStatus::PutOk, "{flush:?}");
+            assert!(dispatched(4), "{flush:?}");
+            store.shutdown();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
     /// If the append stage thread itself dies, the put it held is answered (not lost) and
     /// every later put is refused SERVICE_NOT_AVAILABLE at once instead of hanging.
     #[test]

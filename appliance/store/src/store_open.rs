@@ -15,7 +15,7 @@ use crate::error::StoreError;
 use crate::flush;
 use crate::index::IndexService;
 use crate::mapped_file::OS_PAGE_SIZE;
-use crate::reput::{self, Dispatcher};
+use crate::reput::{self, Dispatcher, ReputHandle};
 use crate::retention::{self, RetentionState};
 use crate::shared::{Loaded, Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
 use crate::stage_msg::{AppendMsg, FlushMsg};
@@ -68,9 +68,10 @@ impl MessageStore {
         let checkpoint = Arc::new(Mutex::new(checkpoint));
         mark_running(&shared, &checkpoint)?;
         let ring = start_write_ring(&shared, process_offset)?;
-        let (put_tx, threads) = start_append_and_flush(&shared, spec, table, ring)?;
+        let reput = reput::new_stage(Arc::clone(&shared), dispatcher, process_offset);
+        let (put_tx, threads) = start_append_and_flush(&shared, spec, table, ring, &reput)?;
         let ha_threads = start_ha(&shared, &put_tx);
-        let reput_handle = start_reput(&shared, dispatcher, process_offset)?;
+        let reput_handle = start_reput(&shared, reput)?;
         let housekeeping = start_housekeeping(&shared, &checkpoint)?;
         let retention = Arc::new(Mutex::new(RetentionState::default()));
         let cleaner = start_cleaner(&shared, &retention)?;
@@ -291,6 +292,7 @@ fn start_append_and_flush(
     spec: SegmentSpec,
     table: crate::append::QueueOffsetTable,
     ring: Option<Arc<DirectRing>>,
+    reput: &ReputHandle,
 ) -> Result<(SyncSender<AppendMsg>, Vec<JoinHandle<()>>), StoreError> {
     let config = &shared.config;
     let mut threads = Vec::new();
@@ -318,7 +320,19 @@ fn start_append_and_flush(
         })
     })?);
     let (put_tx, put_rx) = mpsc::sync_channel::<AppendMsg>(config.put_queue_capacity.max(1));
-    let stage = AppendStage::new(Arc::clone(shared), put_rx, flush_tx, allocator, table, ring);
+    // Stages that share a core (the 2-core default leaves both unpinned) hand dispatch over
+    // by running it, not by a context switch; on separate cores they pipeline.
+    let same_core = config.append_core == config.reput_core;
+    let reput = same_core.then(|| Arc::clone(reput));
+    let stage = AppendStage::new(
+        Arc::clone(shared),
+        put_rx,
+        flush_tx,
+        allocator,
+        table,
+        ring,
+        reput,
+    );
     let s = Arc::clone(shared);
     threads.push(spawn("ringmq-append", move || {
         guard_stage("append", &s, move || stage.run())
@@ -338,14 +352,9 @@ fn start_ha(shared: &Arc<Shared>, put_tx: &SyncSender<AppendMsg>) -> Vec<JoinHan
     }
 }
 
-/// Starts the reput stage from `from` and lets the other stages wake it.
-fn start_reput(
-    shared: &Arc<Shared>,
-    dispatcher: Dispatcher,
-    from: u64,
-) -> Result<JoinHandle<()>, StoreError> {
-    let s = Arc::clone(shared);
-    let handle = spawn("ringmq-reput", move || reput::run(s, dispatcher, from))?;
+/// Starts the reput thread and lets the other stages wake it.
+fn start_reput(shared: &Arc<Shared>, reput: ReputHandle) -> Result<JoinHandle<()>, StoreError> {
+    let handle = spawn("ringmq-reput", move || reput::run(reput))?;
     shared.set_reput_thread(handle.thread().clone());
     Ok(handle)
 }
@@ -422,7 +431,7 @@ fn guard_stage(name: &str, shared: &Shared, run: impl FnOnce()) {
     let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
         return;
     };
-    let cause = crate::append::panic_text(panic.as_ref());
+    let cause = crate::util::panic_text(panic.as_ref());
     tracing::error!(
         stage = name,
         "the {name} stage stopped on a panic ({cause}); the store refuses puts \

@@ -211,6 +211,15 @@ pub fn loopback_record(
     out
 }
 
+/// The message a panic carried, for the log line.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1783,7 +1783,15 @@ fn retention_never_deletes_undispatched_bytes_or_the_active_segment() {
     let knobs = RetentionKnobs::new();
     let now = wall_ms();
     let (on, off) = delete_hours(now);
-    let store = MessageStore::open(retention_config(&dir, &knobs, on)).unwrap();
+    // Append and reput on different cores: dispatch runs on the reput thread only, so
+    // appends go on while it is held (on one core the append thread dispatches its own
+    // batches and would be held with it).
+    let cfg = StoreConfig {
+        append_core: Some(0),
+        reput_core: Some(1),
+        ..retention_config(&dir, &knobs, on)
+    };
+    let store = MessageStore::open(cfg).unwrap();
     knobs.set_now(off);
     // The reput stage blocks on the "Hold" message until the gate opens.
     let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));

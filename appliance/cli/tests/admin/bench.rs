@@ -56,6 +56,43 @@ fn bench_modes_run_against_a_live_cluster() {
         number(&produced, "messages") * 100
     );
 
+    // `--warmup 1`: the first interval is printed, marked, and left out of the summary,
+    // which holds exactly the messages of the lines after it.
+    let mut args = vec![
+        "bench",
+        "producer",
+        "-n",
+        &cluster.ns_addr,
+        "-t",
+        "BenchCli",
+    ];
+    args.extend_from_slice(&["-s", "100", "-w", "4", "-d", "1", "--warmup", "1", "--json"]);
+    let out = run_program(Path::new(BIN), &args, &[], Some(&cluster.dir));
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let lines: Vec<&str> = out.stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    let interval_messages = |warming: bool| -> u64 {
+        lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .filter(|l| l.ends_with("warm-up") == warming)
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let warmed = out
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with("warm-up"))
+        .count();
+    assert_eq!(warmed, 1, "one warm-up interval: {}", out.describe());
+    assert!(interval_messages(true) > 0, "{}", out.describe());
+    let measured = summary(&out);
+    assert_eq!(
+        number(&measured, "messages"),
+        interval_messages(false),
+        "{}",
+        out.describe()
+    );
+
     let out = bench(&cluster, "consumer", &["--from-start", "-g", "BenchCliG"]);
     assert_eq!(out.code, 0, "{}", out.describe());
     assert!(number(&summary(&out), "messages") > 0, "{}", out.describe());

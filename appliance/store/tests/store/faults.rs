@@ -42,12 +42,21 @@ fn keys_in_queue(store: &MessageStore, topic: &str) -> Vec<String> {
 /// `logic_queue_error_after_ms` puts are refused (SERVICE_NOT_AVAILABLE). When the
 /// directory can be created again, dispatch resumes at the same record without a restart:
 /// both acknowledged messages become pullable in order and puts are accepted again.
+/// Under SYNC_FLUSH the reput thread meets the failure; under ASYNC_FLUSH (append and
+/// reput sharing a core, the 2-core default) the append thread does, hands over without
+/// sleeping, and the reput thread retries.
 #[test]
 fn consume_queue_creation_failure_stalls_dispatch_and_recovers_without_restart() {
+    for flush in [FlushDiskType::SyncFlush, FlushDiskType::AsyncFlush] {
+        cq_creation_failure_stalls_and_recovers(flush);
+    }
+}
+
+fn cq_creation_failure_stalls_and_recovers(flush: FlushDiskType) {
     let dir = temp_dir("cq-fault");
     let cfg = StoreConfig {
         logic_queue_error_after_ms: 300,
-        ..config(&dir, FlushDiskType::SyncFlush, WriteMode::Mmap)
+        ..config(&dir, flush, WriteMode::Mmap)
     };
     let blocker = cfg.consume_queue_dir().join("NEWT");
     let store = MessageStore::open(cfg).unwrap();
@@ -110,6 +119,48 @@ fn consume_queue_creation_failure_stalls_dispatch_and_recovers_without_restart()
         "a recovered stall shuts down cleanly"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under ASYNC_FLUSH with append and reput on one core (both unpinned, the 2-core
+/// default) the append thread dispatches its own batches while the reput thread idles;
+/// with the two stages on different cores every record is dispatched by the reput thread.
+#[test]
+fn append_dispatches_its_batches_only_when_it_shares_the_reput_core() {
+    for (cores, topic) in [((None, None), "DHERE"), ((Some(0), Some(1)), "DTHERE")] {
+        let dir = temp_dir("dispatch-here");
+        let cfg = StoreConfig {
+            append_core: cores.0,
+            reput_core: cores.1,
+            ..config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)
+        };
+        let store = MessageStore::open(cfg).unwrap();
+        let threads = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = Arc::clone(&threads);
+        store.add_arrival_listener(Arc::new(move |_| {
+            let name = std::thread::current().name().unwrap_or("?").to_string();
+            seen.lock().unwrap().push(name);
+        }));
+        for n in 0..20 {
+            let r = put(&store, topic, 0, &format!("k{n}"), 100);
+            assert_eq!(r.status, PutMessageStatus::PutOk);
+            // One put per batch, as at a low rate.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(eventually(Duration::from_secs(5), || {
+            store.max_offset_in_queue(topic, 0) == 20
+        }));
+        store.shutdown();
+        let threads = threads.lock().unwrap().clone();
+        assert_eq!(threads.len(), 20, "{threads:?}");
+        let on_append = threads.iter().filter(|t| *t == "ringmq-append").count();
+        let on_reput = threads.iter().filter(|t| *t == "ringmq-reput").count();
+        assert_eq!(on_append + on_reput, 20, "{threads:?}");
+        match cores {
+            (None, None) => assert!(on_append > 0, "never dispatched inline: {threads:?}"),
+            _ => assert_eq!(on_reput, 20, "{threads:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// With a new index file impossible to create (as on a full disk), puts are still
