@@ -436,7 +436,7 @@ pub fn run_bench(args: BenchArgs) -> Result<BenchSummary> {
     let report_every = Duration::from_secs(args.report_interval_secs.max(1));
     // Whole intervals, so the summary starts exactly where an interval line does.
     let warmup_intervals = args.warmup_secs.div_ceil(report_every.as_secs());
-    let warmup = report_every * u32::try_from(warmup_intervals).unwrap_or(u32::MAX);
+    let warmup = Duration::from_secs(warmup_intervals.saturating_mul(report_every.as_secs()));
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
         deadline: Instant::now() + warmup + duration,

@@ -4,6 +4,9 @@
 //! arrival listeners (long polling). The same `Dispatcher` replays records during recovery.
 //! A record whose ConsumeQueue write fails is retried with back-off from the same offset
 //! until it succeeds; an index write failure leaves records unindexed until it works again.
+//! Where the append stage shares the reput stage's core, it runs the pass for its own
+//! ASYNC_FLUSH batches while the reput thread idles (`dispatch_here_or_wake`); the reput
+//! thread keeps every retry, pause and catch-up.
 
 use crate::consume_queue::ConsumeQueue;
 use crate::error::StoreError;
