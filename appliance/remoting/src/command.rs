@@ -267,12 +267,49 @@ impl ExtFields {
         }
     }
 
+    /// Sets `key` to a value `write` appends to the map's text, so a decoder unescapes
+    /// straight into the map with no intermediate string. `write` may only append; when it
+    /// fails, what it appended is dropped and the map is unchanged.
+    pub(crate) fn insert_with<E>(
+        &mut self,
+        key: &str,
+        write: impl FnOnce(&mut String) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let value_at = self.text.len();
+        if let Err(e) = write(&mut self.text) {
+            self.text.truncate(value_at);
+            return Err(e);
+        }
+        debug_assert!(self.text.len() >= value_at, "insert_with may only append");
+        let value_len = self.text.len() - value_at;
+        match self.position(key) {
+            Some(index) => {
+                let span = &mut self.spans[index];
+                self.dead += span.value_len;
+                span.value = value_at;
+                span.value_len = value_len;
+                self.maybe_compact();
+            }
+            None => {
+                let key_at = self.text.len();
+                self.text.push_str(key);
+                self.push_span(key, key_at, value_at, value_len);
+            }
+        }
+        Ok(())
+    }
+
     /// Appends an entry for a key known to be absent.
     fn push_new(&mut self, key: &str, value: &str) {
         let key_at = self.text.len();
         self.text.push_str(key);
         let value_at = self.text.len();
         self.text.push_str(value);
+        self.push_span(key, key_at, value_at, value.len());
+    }
+
+    /// Records an entry whose key and value are already in `text`; the key is absent.
+    fn push_span(&mut self, key: &str, key_at: usize, value_at: usize, value_len: usize) {
         let head = key_head(key);
         self.bloom |= bloom_bit(head, key.len());
         self.spans.push(Span {
@@ -280,7 +317,7 @@ impl ExtFields {
             key_len: key.len(),
             key_head: head,
             value: value_at,
-            value_len: value.len(),
+            value_len,
         });
         self.live += 1;
         let at = self.spans.len() - 1;
@@ -601,6 +638,34 @@ pub mod json_header;
 #[cfg(test)]
 mod ext_fields_tests {
     use super::ExtFields;
+
+    #[test]
+    fn insert_with_appends_in_place_and_a_failed_write_changes_nothing() {
+        let mut f = ExtFields::new();
+        f.insert_str("a", "1");
+        let ok: Result<(), ()> = f.insert_with("b", |t| {
+            t.push_str("two");
+            Ok(())
+        });
+        assert!(ok.is_ok());
+        let replaced: Result<(), ()> = f.insert_with("a", |t| {
+            t.push_str("one");
+            Ok(())
+        });
+        assert!(replaced.is_ok());
+        let failed = f.insert_with("c", |t| {
+            t.push_str("partial");
+            Err("bad escape")
+        });
+        assert_eq!(failed, Err("bad escape"));
+        assert!(f.insert_with("a", |_| Err(())).is_err());
+        assert_eq!(f.get("a"), Some("one"));
+        assert_eq!(f.get("b"), Some("two"));
+        assert_eq!(f.get("c"), None);
+        assert_eq!(f.len(), 2);
+        let order: Vec<_> = f.iter().collect();
+        assert_eq!(order, [("a", "one"), ("b", "two")]);
+    }
 
     #[test]
     fn replace_remove_and_order_behave_like_a_map() {

@@ -261,6 +261,8 @@ fn any_text() -> impl Strategy<Value = String> {
         "[a-zA-Z0-9_%@.:-]{0,24}",
         any::<String>(),
         "[\u{1}\u{2}\"\\\\\n\t\u{7f}\u{9f}é中\u{2028}\u{1F600}a-z]{0,16}",
+        // Past the reader's word-at-a-time scan (64 bytes) with escapes on both sides.
+        "[\u{1}\"\\\\a-zA-Z0-9é]{60,140}",
     ]
 }
 

@@ -15,7 +15,7 @@ use crate::direct::DirectRing;
 use crate::mapped_file::{MappedFile, IOV_MAX, OS_PAGE_SIZE};
 use crate::reput::ReputHandle;
 use crate::shared::Shared;
-use crate::stage_msg::{AppendMsg, Done, FlushMsg, Waiter};
+use crate::stage_msg::{AppendMsg, Done, FlushMsg, FlushPort, HandOver, Waiter};
 use crate::types::{PutMessageStatus, PutRequest, PutResult};
 use crate::util::{now_ms, panic_text, FastHash};
 use bytes::BytesMut;
@@ -33,7 +33,7 @@ pub use crate::types::PutCallback;
 pub(crate) struct AppendStage {
     shared: Arc<Shared>,
     rx: Receiver<AppendMsg>,
-    flush_tx: SyncSender<FlushMsg>,
+    flush: FlushPort,
     allocator: AllocatorHandle,
     active: Option<Arc<MappedFile>>,
     /// Global write offset (the next record's physical offset).
@@ -192,7 +192,7 @@ impl AppendStage {
     pub fn new(
         shared: Arc<Shared>,
         rx: Receiver<AppendMsg>,
-        flush_tx: SyncSender<FlushMsg>,
+        flush: FlushPort,
         allocator: AllocatorHandle,
         topic_queue_table: QueueOffsetTable,
         ring: Option<Arc<DirectRing>>,
@@ -202,7 +202,7 @@ impl AppendStage {
         let wrote = log.max_offset();
         let active = log.last_file().filter(|f| f.contains(wrote));
         AppendStage {
-            flush_tx,
+            flush,
             allocator,
             active,
             wrote,
@@ -274,7 +274,7 @@ impl AppendStage {
             self.complete(&mut batch, &limits);
             if let Some(tx) = shutdown {
                 self.refuse_core_puts(&mut batch, &limits);
-                let _ = self.flush_tx.send(FlushMsg::Shutdown(tx));
+                let _ = self.flush.tx.send(FlushMsg::Shutdown(tx));
                 self.flush_stopped = true;
                 break;
             }
@@ -454,21 +454,22 @@ impl AppendStage {
     /// After the batch is published: hands SYNC_FLUSH waiters to the flush stage, wakes the
     /// direct flusher, completes the rest, and (ASYNC_FLUSH) wakes dispatch.
     fn complete(&self, batch: &mut Batch, limits: &BatchLimits) {
-        if !batch.waiters.is_empty() {
-            let w = std::mem::replace(&mut batch.waiters, Vec::with_capacity(limits.max_requests));
-            if let Err(e) = self.flush_tx.send(FlushMsg::Waiters(w)) {
-                // Flush stage gone (shutdown race): complete as stored-but-unconfirmed.
-                if let FlushMsg::Waiters(w) = e.0 {
-                    for w in w {
+        if limits.sync {
+            // An empty hand-over still wakes an idle coordinator: WAIT=false puts' bytes
+            // get flushed soon too.
+            match self.flush.inbox.hand_over(&mut batch.waiters) {
+                HandOver::Taken => {}
+                // A full queue holds a wake-up already.
+                HandOver::Wake => drop(self.flush.tx.try_send(FlushMsg::Wake)),
+                HandOver::Refused(waiters) => {
+                    // Flush stage gone (shutdown race): complete as stored-but-unconfirmed.
+                    for w in waiters {
                         let mut r = w.result;
                         r.status = PutMessageStatus::FlushDiskTimeout;
                         self.shared.complete_put(w.done, r);
                     }
                 }
             }
-        } else if limits.sync {
-            // WAIT=false puts: the bytes still get flushed soon.
-            let _ = self.flush_tx.try_send(FlushMsg::Wake);
         }
         if let Some(ring) = &self.ring {
             // The direct flusher writes appended bytes as they come.
@@ -975,7 +976,7 @@ impl Drop for AppendStage {
     fn drop(&mut self) {
         if !self.flush_stopped {
             let (ack, _) = std::sync::mpsc::sync_channel(1);
-            let _ = self.flush_tx.try_send(FlushMsg::Shutdown(ack));
+            let _ = self.flush.tx.try_send(FlushMsg::Shutdown(ack));
         }
     }
 }

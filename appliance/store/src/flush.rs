@@ -28,7 +28,7 @@ use crate::config::FlushDiskType;
 use crate::direct::{DirectFlusher, DirectRing};
 use crate::mapped_file::flush_due;
 use crate::shared::Shared;
-use crate::stage_msg::{FlushMsg, Waiter};
+use crate::stage_msg::{FlushMsg, Waiter, WaiterInbox};
 use crate::types::PutMessageStatus;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -65,12 +65,19 @@ const LIVE_SETTINGS_POLL_MS: u64 = 500;
 pub(crate) fn run_coordinator(
     shared: Arc<Shared>,
     rx: Receiver<FlushMsg>,
+    inbox: Arc<WaiterInbox>,
     job_tx: SyncSender<FlushJob>,
 ) {
     crate::util::pin_current_thread(shared.config.flush_core, "flush");
-    let mut c = Coordinator::new(shared, job_tx);
+    let mut c = Coordinator::new(shared, inbox, job_tx);
     loop {
-        let mut msg = rx.recv_timeout(c.timeout());
+        let mut msg = match c.take_waiters(true) {
+            0 => rx.recv_timeout(c.timeout()),
+            _ => rx.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => RecvTimeoutError::Timeout,
+                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+            }),
+        };
         loop {
             match msg {
                 Ok(m) => c.on_message(m),
@@ -87,6 +94,8 @@ pub(crate) fn run_coordinator(
                 Err(_) => break,
             }
         }
+        // Waiters handed over before a message just read (shutdown follows the last ones).
+        c.take_waiters(false);
         c.check_interval();
         // The next flush starts before this group's callbacks run (one wake-up per put):
         // the disk does not wait for them.
@@ -101,6 +110,7 @@ pub(crate) fn run_coordinator(
 /// The coordinator's state (lives on its thread).
 struct Coordinator {
     shared: Arc<Shared>,
+    inbox: Arc<WaiterInbox>,
     job_tx: SyncSender<FlushJob>,
     sync: bool,
     file_size: u64,
@@ -122,9 +132,10 @@ struct Coordinator {
 }
 
 impl Coordinator {
-    fn new(shared: Arc<Shared>, job_tx: SyncSender<FlushJob>) -> Self {
+    fn new(shared: Arc<Shared>, inbox: Arc<WaiterInbox>, job_tx: SyncSender<FlushJob>) -> Self {
         let cfg = &shared.config;
         Coordinator {
+            inbox,
             job_tx,
             sync: cfg.flush_disk_type == FlushDiskType::SyncFlush,
             file_size: shared.log.file_size(),
@@ -176,10 +187,18 @@ impl Coordinator {
         u64::from(self.shared.live.flush_commit_log_least_pages())
     }
 
+    /// Moves the waiters the append stage handed over into `pending`. With `arm`, when none
+    /// came and the next one could start a flush, the next hand-over wakes this thread; a
+    /// running mmap flush wakes it when it ends instead (see [`WaiterInbox`]).
+    fn take_waiters(&mut self, arm: bool) -> usize {
+        let idle = self.ring.is_some() || !self.in_flight || self.shutting.is_some();
+        self.inbox.take_into(&mut self.pending, arm && idle)
+    }
+
     fn on_message(&mut self, msg: FlushMsg) {
         match msg {
-            FlushMsg::Waiters(v) => self.pending.extend(v),
-            // Only runs the loop: under SYNC_FLUSH dirty bytes are always flushed.
+            // Only runs the loop: waiters are taken from the inbox on every pass, and under
+            // SYNC_FLUSH dirty bytes are always flushed.
             FlushMsg::Wake => {}
             FlushMsg::Synced {
                 target,
@@ -351,6 +370,16 @@ impl Coordinator {
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
+        // Ending by a panic: no waiter is left without an answer (a normal shutdown
+        // completed them all already).
+        let mut left = std::mem::take(&mut self.pending);
+        left.extend(self.inbox.close());
+        for w in left {
+            let mut r = w.result;
+            r.status = PutMessageStatus::FlushDiskTimeout;
+            self.shared.complete_put(w.done, r);
+        }
+        self.shared.ring_cores();
         // The direct worker parks when idle: close the job queue (swap the sender for a
         // dead one) and let it see that now.
         let (dead, _) = std::sync::mpsc::sync_channel(0);

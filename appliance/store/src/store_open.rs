@@ -18,7 +18,7 @@ use crate::mapped_file::OS_PAGE_SIZE;
 use crate::reput::{self, Dispatcher, ReputHandle};
 use crate::retention::{self, RetentionState};
 use crate::shared::{Loaded, Shared, FLAG_DISK_FULL, FLAG_STAGE_FAILED};
-use crate::stage_msg::{AppendMsg, FlushMsg};
+use crate::stage_msg::{AppendMsg, FlushMsg, FlushPort, WaiterInbox};
 use crate::store::{Inner, MessageStore, StopHandle};
 use crate::types::PutMessageStatus;
 use ringmq_ring::Notifier;
@@ -312,11 +312,12 @@ fn start_append_and_flush(
     threads.push(spawn("ringmq-flush-io", move || {
         flush::run_worker(s, job_rx, tx, direct_flusher)
     })?);
-    let s = Arc::clone(shared);
+    let inbox = Arc::new(WaiterInbox::new());
+    let (s, i) = (Arc::clone(shared), Arc::clone(&inbox));
     threads.push(spawn("ringmq-flush", move || {
         let shared = Arc::clone(&s);
         guard_stage("flush", &shared, move || {
-            flush::run_coordinator(s, flush_rx, job_tx)
+            flush::run_coordinator(s, flush_rx, i, job_tx)
         })
     })?);
     let (put_tx, put_rx) = mpsc::sync_channel::<AppendMsg>(config.put_queue_capacity.max(1));
@@ -327,7 +328,10 @@ fn start_append_and_flush(
     let stage = AppendStage::new(
         Arc::clone(shared),
         put_rx,
-        flush_tx,
+        FlushPort {
+            tx: flush_tx,
+            inbox,
+        },
         allocator,
         table,
         ring,

@@ -217,9 +217,39 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
     out.put_u8(b'"');
 }
 
+/// Bytes the word-at-a-time scan covers before it hands a long string to `memchr2`.
+const SHORT_SCAN_BYTES: usize = 64;
+
 /// Index of the first `"` or `\\` in `bytes`: where a JSON string ends or needs decoding.
+///
+/// Header strings are short (one-letter keys, values of a few bytes), where a call into
+/// `memchr2` costs more than the scan: the first [`SHORT_SCAN_BYTES`] are scanned eight
+/// bytes at a time in a register, the rest (long properties) by `memchr2`.
+#[inline]
 fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
-    memchr::memchr2(b'"', b'\\', bytes)
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut at = 0;
+    while at + 8 <= bytes.len().min(SHORT_SCAN_BYTES) {
+        let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        // A zero byte in `quote` or `backslash` is a match. The borrow of the subtraction
+        // can only mark bytes above a true match, so the lowest marked byte is exact.
+        let hits =
+            (quote.wrapping_sub(ONES) & !quote | backslash.wrapping_sub(ONES) & !backslash) & HIGHS;
+        if hits != 0 {
+            return Some(at + (hits.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    if at >= SHORT_SCAN_BYTES {
+        return memchr::memchr2(b'"', b'\\', &bytes[at..]).map(|i| at + i);
+    }
+    bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .map(|i| at + i)
 }
 
 /// A cursor over the header bytes. Every method bounds-checks through `peek`/`next_byte`,
@@ -229,6 +259,14 @@ struct Reader<'a> {
     pos: usize,
     /// The whole buffer is valid UTF-8, so any slice of it between ASCII delimiters is.
     all_utf8: bool,
+}
+
+/// A JSON string as first scanned.
+enum RawString<'a> {
+    /// No escapes: the bytes between the quotes.
+    Plain(&'a [u8]),
+    /// Has escapes; its text starts at this index.
+    Escaped(usize),
 }
 
 /// A scalar JSON value as the extFields reader sees it.
@@ -280,6 +318,51 @@ impl<'a> Reader<'a> {
     /// Reads a JSON string (the cursor is on its opening quote). Borrows from the input
     /// when the string has no escapes.
     fn string(&mut self) -> Result<Cow<'a, str>, HeaderDecodeError> {
+        let raw = match self.raw_string()? {
+            RawString::Plain(raw) => raw,
+            RawString::Escaped(start) => {
+                let mut text = Vec::with_capacity(self.buf.len() - start);
+                self.unescape_rest(start, &mut text)?;
+                return self.owned_text(text).map(Cow::Owned);
+            }
+        };
+        self.checked_text(raw).map(Cow::Borrowed)
+    }
+
+    /// Appends a JSON string's text to `out` (the cursor is on its opening quote),
+    /// unescaping straight into it: the properties value of every send has escapes, and
+    /// this spares it a string of its own.
+    fn string_into(&mut self, out: &mut String) -> Result<(), HeaderDecodeError> {
+        let start = match self.raw_string()? {
+            RawString::Plain(raw) => {
+                out.push_str(self.checked_text(raw)?);
+                return Ok(());
+            }
+            RawString::Escaped(start) => start,
+        };
+        if !self.all_utf8 {
+            let mut text = Vec::with_capacity(self.buf.len() - start);
+            self.unescape_rest(start, &mut text)?;
+            out.push_str(&self.owned_text(text)?);
+            return Ok(());
+        }
+        let from = out.len();
+        // SAFETY: `buf` is valid UTF-8 (checked in `read`), and `unescape_rest` appends
+        // runs of it cut only at ASCII bytes (whole characters) and characters encoded by
+        // `char::encode_utf8`, so `out` holds valid UTF-8 after every step; on an error
+        // the partial value is truncated away at `from`, a character boundary.
+        let bytes = unsafe { out.as_mut_vec() };
+        let unescaped = self.unescape_rest(start, bytes);
+        if unescaped.is_err() {
+            bytes.truncate(from);
+        }
+        unescaped
+    }
+
+    /// Scans a JSON string from its opening quote: the text between the quotes when it has
+    /// no escapes (the cursor then past the closing quote), else where its text starts (the
+    /// cursor on the first backslash).
+    fn raw_string(&mut self) -> Result<RawString<'a>, HeaderDecodeError> {
         self.expect(b'"', "expected a JSON string")?;
         let start = self.pos;
         // Fast scan: most header strings have no escapes at all. Slice scans (not one
@@ -290,27 +373,44 @@ impl<'a> Reader<'a> {
         };
         self.pos = start + stop;
         if self.buf[self.pos] == b'"' {
-            let raw = &self.buf[start..self.pos];
             self.pos += 1;
-            if self.all_utf8 {
-                // SAFETY: `buf` is valid UTF-8 (checked in `read`) and `raw` starts right
-                // after an ASCII `"` and ends right before one. ASCII bytes are never part
-                // of a multi-byte sequence, so both ends are char boundaries and the slice
-                // is valid UTF-8 on its own.
-                return Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) }));
-            }
-            return std::str::from_utf8(raw)
-                .map(Cow::Borrowed)
-                .map_err(|_| self.error("JSON string is not valid UTF-8"));
+            return Ok(RawString::Plain(&self.buf[start..start + stop]));
         }
-        // Slow path: copy what we scanned, then decode escapes, copying the runs between
-        // them whole.
-        let mut text: Vec<u8> = Vec::with_capacity(self.pos - start + 16);
+        Ok(RawString::Escaped(start))
+    }
+
+    /// `raw` (a string's bytes between its quotes) as text.
+    fn checked_text(&self, raw: &'a [u8]) -> Result<&'a str, HeaderDecodeError> {
+        if self.all_utf8 {
+            // SAFETY: `buf` is valid UTF-8 (checked in `read`) and `raw` starts right
+            // after an ASCII `"` and ends right before one. ASCII bytes are never part
+            // of a multi-byte sequence, so both ends are char boundaries and the slice
+            // is valid UTF-8 on its own.
+            return Ok(unsafe { std::str::from_utf8_unchecked(raw) });
+        }
+        std::str::from_utf8(raw).map_err(|_| self.error("JSON string is not valid UTF-8"))
+    }
+
+    /// An unescaped string's bytes as text.
+    fn owned_text(&self, text: Vec<u8>) -> Result<String, HeaderDecodeError> {
+        if self.all_utf8 {
+            // SAFETY: `text` is runs of `buf` (valid UTF-8, checked in `read`) cut only at
+            // ASCII bytes (`"`, `\\` and the escapes after them), hence whole characters,
+            // plus characters encoded by `char::encode_utf8`: valid UTF-8 throughout.
+            return Ok(unsafe { String::from_utf8_unchecked(text) });
+        }
+        String::from_utf8(text).map_err(|_| self.error("JSON string is not valid UTF-8"))
+    }
+
+    /// Appends the string that starts at `start` to `text`, decoding escapes (the cursor is
+    /// on its first backslash), and moves the cursor past its closing quote. Copies the
+    /// runs between escapes whole.
+    fn unescape_rest(&mut self, start: usize, text: &mut Vec<u8>) -> Result<(), HeaderDecodeError> {
         text.extend_from_slice(&self.buf[start..self.pos]);
         loop {
             match self.next_byte() {
                 None => return Err(self.error("unterminated JSON string")),
-                Some(b'"') => break,
+                Some(b'"') => return Ok(()),
                 Some(b'\\') => {
                     let escaped = match self.next_byte() {
                         Some(b'"') => b'"',
@@ -342,15 +442,6 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        if self.all_utf8 {
-            // SAFETY: `text` is runs of `buf` (valid UTF-8, checked in `read`) cut only at
-            // ASCII bytes (`"`, `\\` and the escapes after them), hence whole characters,
-            // plus characters encoded by `char::encode_utf8`: valid UTF-8 throughout.
-            return Ok(Cow::Owned(unsafe { String::from_utf8_unchecked(text) }));
-        }
-        String::from_utf8(text)
-            .map(Cow::Owned)
-            .map_err(|_| self.error("JSON string is not valid UTF-8"))
     }
 
     /// Decodes the `XXXX` after `\u` (and a following `\uXXXX` low surrogate when the first
@@ -513,12 +604,18 @@ impl<'a> Reader<'a> {
             self.skip_ws();
             self.expect(b':', "expected ':' after an extFields key")?;
             self.skip_ws();
-            match self.scalar()? {
-                Scalar::Text(value) => fields.insert_str(&key, &value),
-                // JSON null is an absent value; a later duplicate null removes an earlier
-                // value, as putting null into Java's map would.
-                Scalar::Null => {
-                    fields.remove(&key);
+            if self.peek() == Some(b'"') {
+                // The common case (Java sends every value as a string): straight into
+                // the map's text.
+                fields.insert_with(&key, |text| self.string_into(text))?;
+            } else {
+                match self.scalar()? {
+                    Scalar::Text(value) => fields.insert_str(&key, &value),
+                    // JSON null is an absent value; a later duplicate null removes an
+                    // earlier value, as putting null into Java's map would.
+                    Scalar::Null => {
+                        fields.remove(&key);
+                    }
                 }
             }
             self.skip_ws();
@@ -738,6 +835,39 @@ mod tests {
                 other => panic!("{:?} decoded to {other:?}", String::from_utf8_lossy(case)),
             }
         }
+    }
+
+    #[test]
+    fn quote_scan_finds_the_first_quote_or_backslash_at_every_length() {
+        for len in 0..160 {
+            for hit in 0..=len {
+                for mark in [b'"', b'\\'] {
+                    // Bytes one off the marks, and high bytes, around the hit.
+                    let mut bytes: Vec<u8> = (0..len)
+                        .map(|i| [b'!', b'#', b'[', b']', 0xE9, 0x80][i % 6])
+                        .collect();
+                    if hit < len {
+                        bytes[hit] = mark;
+                        if hit + 1 < len {
+                            bytes[hit + 1] = b'"';
+                        }
+                    }
+                    let want = bytes.iter().position(|&b| b == b'"' || b == b'\\');
+                    assert_eq!(find_quote_or_backslash(&bytes), want, "len {len} hit {hit}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn escaped_values_decode_straight_into_the_map() {
+        let long = "x\\u0001".repeat(30);
+        let text = format!(r#"{{"extFields":{{"a":"p","i":"{long}","a":"q\"r"}}}}"#);
+        let cmd = read(text.as_bytes()).unwrap();
+        assert_eq!(cmd.ext_fields.get("i"), Some("x\u{1}".repeat(30).as_str()));
+        assert_eq!(cmd.ext_fields.get("a"), Some("q\"r"));
+        assert_eq!(cmd.ext_fields.len(), 2);
+        assert!(read(br#"{"extFields":{"a":"ok","b":"bad \q escape"}}"#).is_err());
     }
 
     #[test]
