@@ -36,14 +36,22 @@ pub(crate) fn dispatch_after_queue(
     let Some(code) = RequestCode::from_code(request.code) else {
         return not_supported(&request);
     };
+    use RequestCode as C;
     // Required header fields are checked here, once, from remoting's typed headers,
     // so no handler acts on a request that lacks one (`@CFNotNull` fields upstream).
-    if let Err(e) =
-        ringmq_remoting::header::check_required_for_code(request.code, &request.ext_fields)
-    {
-        return header_error(&request, e);
+    // Sends skip it: the send processor's first step decodes the typed header, which
+    // reports the same first missing field, and a send is the one request per message.
+    let is_send = matches!(
+        code,
+        C::SendMessage | C::SendMessageV2 | C::SendBatchMessage
+    );
+    if !is_send {
+        if let Err(e) =
+            ringmq_remoting::header::check_required_for_code(request.code, &request.ext_fields)
+        {
+            return header_error(&request, e);
+        }
     }
-    use RequestCode as C;
     match code {
         C::SendMessage | C::SendMessageV2 | C::SendBatchMessage => {
             send::process(ctx, request, rc, queued_ms)

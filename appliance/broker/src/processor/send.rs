@@ -61,13 +61,14 @@ pub fn process(
     queued_ms: u64,
 ) -> Reply {
     let started = std::time::Instant::now();
-    if !ctx.is_master() {
-        return reject_request(&request);
-    }
+    // The header first: a malformed send is refused naming its field on any broker.
     let header = match SendMessageHeaderRef::decode_for_code(request.code, &request.ext_fields) {
         Ok(h) => h,
         Err(e) => return header_error(&request, e),
     };
+    if !ctx.is_master() {
+        return reject_request(&request);
+    }
     if ctx.live.broker_fast_failure_enable()
         && queued_ms >= ctx.live.wait_time_in_send_queue_ms()
         && queued_ms > 0

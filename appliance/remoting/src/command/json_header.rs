@@ -886,6 +886,38 @@ mod tests {
         assert_eq!(cmd.ext_fields.get("b"), None);
     }
 
+    /// Rough cost of a send response's header; prints, asserts nothing about time.
+    #[test]
+    fn measure_send_response_encode() {
+        let mut cmd = RemotingCommand::request(0, 42);
+        cmd.flag = 1;
+        for (key, value) in [
+            ("msgId", "7F00000100002A9F0000000000A0B1C2"),
+            ("queueId", "3"),
+            ("queueOffset", "123456"),
+            ("MSG_REGION", "DefaultRegion"),
+            ("TRACE_ON", "true"),
+        ] {
+            cmd.ext_fields.insert_str(key, value);
+        }
+        let rounds = 20_000u32;
+        let mut out = BytesMut::with_capacity(512);
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..10 {
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                out.clear();
+                write(std::hint::black_box(&cmd), &mut out);
+            }
+            best = best.min(start.elapsed() / rounds);
+        }
+        assert!(read(&out).is_ok());
+        eprintln!(
+            "send response JSON header encode: {best:?} per header ({} bytes)",
+            out.len()
+        );
+    }
+
     /// Rough cost of the hot path; prints, asserts nothing about time.
     #[test]
     fn measure_send_v2_decode() {
