@@ -37,25 +37,19 @@ pub(crate) fn dispatch_after_queue(
         return not_supported(&request);
     };
     use RequestCode as C;
+    if let C::SendMessage | C::SendMessageV2 | C::SendBatchMessage = code {
+        // The send processor's first step is the typed decode, which refuses the same
+        // first missing field the check below would: a send's header is read once.
+        return send::process(ctx, request, rc, queued_ms);
+    }
     // Required header fields are checked here, once, from remoting's typed headers,
     // so no handler acts on a request that lacks one (`@CFNotNull` fields upstream).
-    // Sends skip it: the send processor's first step decodes the typed header, which
-    // reports the same first missing field, and a send is the one request per message.
-    let is_send = matches!(
-        code,
-        C::SendMessage | C::SendMessageV2 | C::SendBatchMessage
-    );
-    if !is_send {
-        if let Err(e) =
-            ringmq_remoting::header::check_required_for_code(request.code, &request.ext_fields)
-        {
-            return header_error(&request, e);
-        }
+    if let Err(e) =
+        ringmq_remoting::header::check_required_for_code(request.code, &request.ext_fields)
+    {
+        return header_error(&request, e);
     }
     match code {
-        C::SendMessage | C::SendMessageV2 | C::SendBatchMessage => {
-            send::process(ctx, request, rc, queued_ms)
-        }
         C::PullMessage | C::LitePullMessage => pull::process(ctx, request, rc),
         C::QueryConsumerOffset => offset::query_consumer_offset(ctx, &request),
         C::UpdateConsumerOffset => offset::update_consumer_offset(ctx, &request),

@@ -252,19 +252,10 @@ impl ExtFields {
     /// [`ExtFields::insert`] from borrowed text: copies into the shared buffer without an
     /// intermediate `String` (what decoders and hot response paths use).
     pub fn insert_str(&mut self, key: &str, value: &str) {
-        match self.position(key) {
-            Some(index) => {
-                let old = self.spans[index].value_len;
-                let at = self.text.len();
-                self.text.push_str(value);
-                let span = &mut self.spans[index];
-                span.value = at;
-                span.value_len = value.len();
-                self.dead += old;
-                self.maybe_compact();
-            }
-            None => self.push_new(key, value),
-        }
+        let Ok(()) = self.insert_with::<std::convert::Infallible>(key, |text| {
+            text.push_str(value);
+            Ok(())
+        });
     }
 
     /// Sets `key` to a value `write` appends to the map's text, so a decoder unescapes
@@ -297,15 +288,6 @@ impl ExtFields {
             }
         }
         Ok(())
-    }
-
-    /// Appends an entry for a key known to be absent.
-    fn push_new(&mut self, key: &str, value: &str) {
-        let key_at = self.text.len();
-        self.text.push_str(key);
-        let value_at = self.text.len();
-        self.text.push_str(value);
-        self.push_span(key, key_at, value_at, value.len());
     }
 
     /// Records an entry whose key and value are already in `text`; the key is absent.

@@ -464,9 +464,7 @@ impl AppendStage {
                 HandOver::Refused(waiters) => {
                     // Flush stage gone (shutdown race): complete as stored-but-unconfirmed.
                     for w in waiters {
-                        let mut r = w.result;
-                        r.status = PutMessageStatus::FlushDiskTimeout;
-                        self.shared.complete_put(w.done, r);
+                        self.shared.complete_flush_timeout(w);
                     }
                 }
             }

@@ -29,7 +29,6 @@ use crate::direct::{DirectFlusher, DirectRing};
 use crate::mapped_file::flush_due;
 use crate::shared::Shared;
 use crate::stage_msg::{FlushMsg, Waiter, WaiterInbox};
-use crate::types::PutMessageStatus;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
@@ -324,9 +323,7 @@ impl Coordinator {
         let now = Instant::now();
         while self.pending.front().is_some_and(|w| w.deadline <= now) {
             let w = self.pending.pop_front().expect("front exists");
-            let mut r = w.result;
-            r.status = PutMessageStatus::FlushDiskTimeout;
-            self.shared.complete_put(w.done, r);
+            self.shared.complete_flush_timeout(w);
             self.shared
                 .metrics
                 .flush_timeouts
@@ -355,12 +352,12 @@ impl Coordinator {
         if !done && !self.write_error {
             return false;
         }
-        for w in self.pending.drain(..) {
-            let mut r = w.result;
+        for w in std::mem::take(&mut self.pending) {
             if w.target > flushed {
-                r.status = PutMessageStatus::FlushDiskTimeout;
+                self.shared.complete_flush_timeout(w);
+            } else {
+                self.shared.complete_put(w.done, w.result);
             }
-            self.shared.complete_put(w.done, r);
         }
         self.shared.ring_cores();
         let _ = tx.send(());
@@ -375,9 +372,7 @@ impl Drop for Coordinator {
         let mut left = std::mem::take(&mut self.pending);
         left.extend(self.inbox.close());
         for w in left {
-            let mut r = w.result;
-            r.status = PutMessageStatus::FlushDiskTimeout;
-            self.shared.complete_put(w.done, r);
+            self.shared.complete_flush_timeout(w);
         }
         self.shared.ring_cores();
         // The direct worker parks when idle: close the job queue (swap the sender for a

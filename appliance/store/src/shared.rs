@@ -10,8 +10,8 @@ use crate::consume_queue::ConsumeQueueTable;
 use crate::core_port::{run_callback, CorePorts};
 use crate::index::IndexService;
 use crate::refusal::{RefusalLog, DEFAULT_REFUSAL_LOG_INTERVAL};
-use crate::stage_msg::Done;
-use crate::types::{ArrivalEvent, PutResult, StoreMetrics};
+use crate::stage_msg::{Done, Waiter};
+use crate::types::{ArrivalEvent, PutMessageStatus, PutResult, StoreMetrics};
 use crate::util::physical_memory_bytes;
 use ringmq_ring::Notifier;
 use ringmq_sync::{LockExt, RwLockExt};
@@ -237,6 +237,14 @@ impl Shared {
             Some(ports) => ports.complete(done, result),
             None => run_callback(done, result),
         }
+    }
+
+    /// Completes a SYNC_FLUSH waiter whose bytes were stored but not confirmed durable
+    /// (deadline passed, or the flush stage is gone) with FLUSH_DISK_TIMEOUT.
+    pub(crate) fn complete_flush_timeout(&self, waiter: Waiter) {
+        let mut result = waiter.result;
+        result.status = PutMessageStatus::FlushDiskTimeout;
+        self.complete_put(waiter.done, result);
     }
 
     /// Stage thread, after a batch of completions: one wake-up per core that got any.

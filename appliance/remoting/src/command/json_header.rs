@@ -320,11 +320,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Result<Cow<'a, str>, HeaderDecodeError> {
         let raw = match self.raw_string()? {
             RawString::Plain(raw) => raw,
-            RawString::Escaped(start) => {
-                let mut text = Vec::with_capacity(self.buf.len() - start);
-                self.unescape_rest(start, &mut text)?;
-                return self.owned_text(text).map(Cow::Owned);
-            }
+            RawString::Escaped(start) => return self.unescaped(start).map(Cow::Owned),
         };
         self.checked_text(raw).map(Cow::Borrowed)
     }
@@ -341,9 +337,7 @@ impl<'a> Reader<'a> {
             RawString::Escaped(start) => start,
         };
         if !self.all_utf8 {
-            let mut text = Vec::with_capacity(self.buf.len() - start);
-            self.unescape_rest(start, &mut text)?;
-            out.push_str(&self.owned_text(text)?);
+            out.push_str(&self.unescaped(start)?);
             return Ok(());
         }
         let from = out.len();
@@ -391,8 +385,12 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(raw).map_err(|_| self.error("JSON string is not valid UTF-8"))
     }
 
-    /// An unescaped string's bytes as text.
-    fn owned_text(&self, text: Vec<u8>) -> Result<String, HeaderDecodeError> {
+    /// The escaped string that starts at `start` (the cursor on its first backslash),
+    /// decoded into a string of its own.
+    fn unescaped(&mut self, start: usize) -> Result<String, HeaderDecodeError> {
+        // Unescaping only shrinks, so the rest of the header bounds the string.
+        let mut text = Vec::with_capacity(self.buf.len() - start);
+        self.unescape_rest(start, &mut text)?;
         if self.all_utf8 {
             // SAFETY: `text` is runs of `buf` (valid UTF-8, checked in `read`) cut only at
             // ASCII bytes (`"`, `\\` and the escapes after them), hence whole characters,
