@@ -1323,7 +1323,14 @@ fn direct_reads_are_correct_after_the_ring_wrapped() {
 #[test]
 fn shutdown_is_bounded_when_dispatch_is_slow() {
     let dir = temp_dir("slowreput");
-    let cfg = config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap);
+    // Append and reput on different cores: dispatch runs on the reput thread only and
+    // falls behind. On one core the append thread dispatches its own batches, so each
+    // put would wait for the slow listener and dispatch would never be behind.
+    let cfg = StoreConfig {
+        append_core: Some(0),
+        reput_core: Some(1),
+        ..config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)
+    };
     let store = MessageStore::open(cfg.clone()).unwrap();
     store.add_arrival_listener(Arc::new(|_ev: &ringmq_store::ArrivalEvent<'_>| {
         std::thread::sleep(Duration::from_millis(20));
