@@ -667,6 +667,10 @@ impl RequestHandler for BrokerHandler {
         }
     }
 
+    fn after_pass(&self, _core: usize) -> bool {
+        self.ctx.get().is_some_and(|ctx| ctx.store.push_core_puts())
+    }
+
     fn on_close(&self, conn: &Connection) {
         if let Some(ctx) = self.ctx.get() {
             crate::processor::client_manage::on_channel_closed(ctx, conn.id());

@@ -428,7 +428,7 @@ impl PullHoldService {
                 slot.overflow.store(true, Ordering::SeqCst);
             }
             if let Some(doorbell) = &slot.doorbell {
-                doorbell.notify();
+                ringmq_ring::notify_core(doorbell);
             }
         }
     }

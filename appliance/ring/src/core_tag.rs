@@ -27,7 +27,8 @@ thread_local! {
     static CURRENT: Cell<Option<CoreTag>> = const { Cell::new(None) };
 }
 
-/// Marks the calling thread as network core `index` waking on `doorbell`.
+/// Marks the calling thread as network core `index` waking on `doorbell`. Its loop must
+/// not sleep while `doorbell` is pending (see [`notify_core`]).
 pub fn enter_core(index: usize, doorbell: &Arc<Notifier>) {
     let tag = CoreTag {
         index,
@@ -44,6 +45,19 @@ pub fn leave_core() {
 /// The calling thread's core, or `None` on any other thread (stage threads, timers, tests).
 pub fn current_core() -> Option<CoreTag> {
     CURRENT.with(Cell::get)
+}
+
+/// Rings a network core's doorbell after queueing work for it. When the calling thread is
+/// that core (it appended or dispatched inline, and answers its own requests), the
+/// doorbell is only marked pending: a core loop does not sleep while its doorbell is
+/// pending, so the eventfd write, and the io_uring completion it would cause, are saved.
+pub fn notify_core(doorbell: &Arc<Notifier>) {
+    match current_core() {
+        Some(tag) if tag.rings(doorbell) => {
+            doorbell.claim();
+        }
+        _ => doorbell.notify(),
+    }
 }
 
 #[cfg(test)]
@@ -65,5 +79,21 @@ mod tests {
             .unwrap();
         leave_core();
         assert_eq!(current_core(), None);
+    }
+
+    #[test]
+    fn a_core_ringing_itself_marks_its_doorbell_without_a_write() {
+        let mine = Arc::new(Notifier::new().unwrap());
+        let other = Arc::new(Notifier::new().unwrap());
+        enter_core(0, &mine);
+        notify_core(&mine);
+        notify_core(&other);
+        leave_core();
+        assert!(mine.is_pending(), "its loop must see work is waiting");
+        assert_eq!(mine.writes(), 0, "no eventfd write to its own doorbell");
+        assert!(!mine.wait_timeout(std::time::Duration::ZERO));
+        assert!(other.is_pending());
+        assert_eq!(other.writes(), 1, "another core is woken");
+        assert!(other.wait_timeout(std::time::Duration::ZERO));
     }
 }

@@ -11,6 +11,6 @@ pub mod core_tag;
 pub mod notify;
 pub mod ring;
 
-pub use core_tag::{current_core, enter_core, leave_core, CoreTag};
+pub use core_tag::{current_core, enter_core, leave_core, notify_core, CoreTag};
 pub use notify::Notifier;
 pub use ring::{ring, ring_with_notifier, Full, RingReceiver, RingSender};

@@ -52,14 +52,32 @@ impl Notifier {
     pub fn notify(&self) {
         // SeqCst pairs with `begin_drain`: either the consumer's drain sees our item, or we
         // see `pending == false` and write.
-        if !self.pending.swap(true, Ordering::SeqCst) {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to our own eventfd. A failure can
-            // only be EAGAIN (counter saturated), which still leaves the fd readable.
-            unsafe {
-                libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8);
-            }
+        if self.claim() {
+            self.wake();
+        }
+    }
+
+    /// Marks a wake-up pending without writing the eventfd. True when none was pending:
+    /// the caller then owes the consumer a wake-up, and pays it either with [`wake`]
+    /// or by draining the queues itself as the consumer would (`begin_drain`, then drain).
+    /// False: the consumer is awake or being woken, and will look at its queues again.
+    ///
+    /// [`wake`]: Self::wake
+    pub fn claim(&self) -> bool {
+        // SeqCst pairs with `begin_drain`, as in `notify`.
+        !self.pending.swap(true, Ordering::SeqCst)
+    }
+
+    /// Writes the eventfd, pending or not: pays the wake-up a successful [`claim`] owes.
+    ///
+    /// [`claim`]: Self::claim
+    pub fn wake(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own eventfd. A failure can only
+        // be EAGAIN (counter saturated), which still leaves the fd readable.
+        unsafe {
+            libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8);
         }
     }
 
@@ -157,5 +175,23 @@ mod tests {
         );
         assert!(start.elapsed() < Duration::from_secs(2));
         producer.join().unwrap();
+    }
+
+    #[test]
+    fn a_claim_is_owed_once_and_silences_notify_until_the_next_drain() {
+        let n = Notifier::new().unwrap();
+        assert!(n.claim(), "nothing pending: the claimer owes the wake-up");
+        assert!(!n.claim(), "a second claimer owes nothing");
+        n.notify();
+        assert_eq!(n.writes(), 0, "a producer after a claim writes nothing");
+        assert!(!n.wait_timeout(Duration::ZERO));
+        n.wake();
+        assert_eq!(n.writes(), 1);
+        assert!(
+            n.wait_timeout(Duration::ZERO),
+            "wake writes even while pending"
+        );
+        n.begin_drain();
+        assert!(n.claim());
     }
 }

@@ -56,6 +56,14 @@ pub trait RequestHandler: Send + Sync + 'static {
     /// Stage threads push results into per-core rings and ring the core's doorbell
     /// (`CoreHandle::doorbell`); this is where the core takes them. Must not block.
     fn on_core_wake(&self, _core: usize) {}
+    /// Runs on network core `core` once per pass, after the pass's requests were handled
+    /// and before the core waits: work those requests handed to a stage is pushed along
+    /// here (or done here, when the stage is idle and may run on this core). Returns
+    /// whether that produced results for this core, which then takes them
+    /// (`on_core_wake`) and writes its answers before it waits. Must not block.
+    fn after_pass(&self, _core: usize) -> bool {
+        false
+    }
 }
 
 /// What the handler does with a request.

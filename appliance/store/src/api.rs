@@ -69,6 +69,13 @@ pub trait StoreApi: Send + Sync {
     /// On the calling network core: runs the completions the stages queued for it (the
     /// puts' callbacks) and retries puts that waited for room in its ring. Must not block.
     fn run_core_completions(&self) {}
+    /// On the calling network core, after a pass of its requests: appends the puts the
+    /// pass queued right here when the append stage is idle, else makes sure the stage
+    /// wakes for them. Returns whether completions for this core were produced (the core
+    /// runs them before it waits). Must not block.
+    fn push_core_puts(&self) -> bool {
+        false
+    }
     /// Puts that waited this long for the append stage are refused (0: no limit).
     fn set_send_queue_wait_limit_ms(&self, _limit_ms: u64) {}
     /// Sets one of the store keys a config update applies at once
@@ -208,6 +215,10 @@ impl StoreApi for MessageStore {
 
     fn run_core_completions(&self) {
         MessageStore::run_core_completions(self);
+    }
+
+    fn push_core_puts(&self) -> bool {
+        MessageStore::push_core_puts(self)
     }
 
     fn set_send_queue_wait_limit_ms(&self, limit_ms: u64) {

@@ -1,8 +1,9 @@
-//! The append stage: the single thread that owns the CommitLog tail (RocketMQ's
-//! `putMessageLock` critical section). It drains PutRequests from producers' threads over a
-//! bounded queue in batches, assigns queue offsets from the topicQueueTable it owns,
-//! patches PHYSICALOFFSET / QUEUEOFFSET / STORETIMESTAMP into the pre-encoded records,
-//! copies them into the active segment (mmap: one pwritev per batch into the page cache the
+//! The append stage: the one owner of the CommitLog tail (RocketMQ's `putMessageLock`
+//! critical section). Its batches run on its thread, or on a network core while the
+//! thread idles (`append_runner`); one batch at a time either way. It drains PutRequests
+//! from the network cores' rings and a bounded shared queue in batches, assigns queue
+//! offsets from the topicQueueTable it owns, patches PHYSICALOFFSET / QUEUEOFFSET /
+//! STORETIMESTAMP into the pre-encoded records, copies them into the active segment (mmap: one pwritev per batch into the page cache the
 //! read-only mapping shares) or the write ring (direct), rolls segments with a BLANK filler,
 //! publishes the new max offset, and hands completions to the flush stage (SYNC_FLUSH),
 //! to the HA stage (SYNC_MASTER: after a slave's ack) or completes them itself
@@ -58,6 +59,17 @@ pub(crate) struct AppendStage {
     next_core: usize,
     /// The flush stage was told to stop (normal shutdown).
     flush_stopped: bool,
+    /// How much a batch takes, and how its puts complete.
+    limits: BatchLimits,
+    /// The batch being assembled or applied (its buffers are reused).
+    batch: Batch,
+    /// A shutdown request a batch met; the append thread finishes it (`stop`).
+    shutdown: Option<SyncSender<()>>,
+    /// The stage is done: no batch runs any more, on its thread or inline.
+    stopped: bool,
+    /// A batch run inline on a network core panicked outside the per-put fence: the cause,
+    /// for the append thread to end the stage with.
+    broken: Option<String>,
     /// The reput stage, when it shares this stage's core: each ASYNC_FLUSH batch is
     /// dispatched here instead of waking the reput thread (`reput::dispatch_here_or_wake`).
     reput: Option<ReputHandle>,
@@ -88,8 +100,6 @@ impl Pending {
 /// Zeros a batch write is padded with up to the next page boundary.
 static ZERO_PAGE: [u8; OS_PAGE_SIZE as usize] = [0; OS_PAGE_SIZE as usize];
 
-/// Longest the stage sleeps without a doorbell: a lost wake-up costs at most this.
-const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Refusal reasons (log and metrics keys).
 pub(crate) const REFUSED_SEND_QUEUE_TIMEOUT: &str = "TIMEOUT_CLEAN_QUEUE";
 pub(crate) const REFUSED_APPEND_PANIC: &str = "APPEND_PANIC";
@@ -98,6 +108,7 @@ pub(crate) const REFUSED_APPEND_PANIC: &str = "APPEND_PANIC";
 const WRITE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How much one batch takes, and how its puts complete.
+#[derive(Clone, Copy)]
 struct BatchLimits {
     max_requests: usize,
     max_bytes: usize,
@@ -121,6 +132,7 @@ impl BatchLimits {
 }
 
 /// One batch's messages and the completions it produces (buffers reused across batches).
+#[derive(Default)]
 struct Batch {
     msgs: Vec<AppendMsg>,
     /// Puts this stage completes once the batch is published.
@@ -136,6 +148,10 @@ struct Batch {
 type ReplicaReply = (SyncSender<Result<u64, String>>, Result<u64, String>);
 
 impl Batch {
+    fn is_empty(&self) -> bool {
+        self.msgs.is_empty()
+    }
+
     fn with_capacity(n: usize) -> Self {
         Batch {
             msgs: Vec::with_capacity(n),
@@ -201,7 +217,13 @@ impl AppendStage {
         let log = &shared.log;
         let wrote = log.max_offset();
         let active = log.last_file().filter(|f| f.contains(wrote));
+        let limits = BatchLimits::new(&shared.config);
         AppendStage {
+            batch: Batch::with_capacity(limits.max_requests),
+            limits,
+            shutdown: None,
+            stopped: false,
+            broken: None,
             flush,
             allocator,
             active,
@@ -224,115 +246,155 @@ impl AppendStage {
         }
     }
 
-    pub fn run(mut self) {
+    /// Append thread, once before its first batch: placement, priority, write-ring
+    /// ownership, and the next segment prepared ahead of need.
+    pub(crate) fn start_on_thread(&mut self) {
         crate::util::pin_current_thread(self.shared.config.append_core, "append");
         if self.shared.config.broker_role == crate::config::BrokerRole::Slave {
             // A slave's append stage writes what its HA client hands it: it is a link of
             // the replication path and runs at the HA threads' priority.
             crate::util::set_current_thread_nice(self.shared.config.ha_thread_nice, "append");
         }
-        let limits = BatchLimits::new(&self.shared.config);
         if let Some(ring) = &self.ring {
             ring.set_writer();
         }
-        // Prepare the next segment ahead of need.
         if let Some(a) = &self.active {
             self.allocator.prepare(a.from_offset() + a.size());
         }
-        let mut batch = Batch::with_capacity(limits.max_requests);
-        let mut perf = crate::perf_event::BatchSampler::open(
-            "append",
-            self.shared.config.append_perf_sample_every,
-            &self.shared.metrics.append_perf,
-        );
-        while let Some(batch_bytes) = self.receive(&mut batch.msgs, &limits) {
-            // Wait for write-ring room before the batch is timed as lock hold: the wait
-            // is the disk's pace, not work on the CommitLog tail.
-            self.wait_ring_room(batch_bytes as u64);
-            perf.begin();
-            let t0 = Instant::now();
-            let now = now_ms().max(self.last_store_timestamp_ms);
-            self.last_store_timestamp_ms = now;
-            self.shared
-                .begin_time_in_lock_ms
-                .store(now, Ordering::Release);
-            // `syncFlushTimeout` is read per batch so an update applies to the next puts.
-            let sync_timeout = Duration::from_millis(self.shared.live.sync_flush_timeout_ms());
-            let shutdown = self.append_batch(&mut batch, now, t0 + sync_timeout, &limits);
-            let _ = self.commit();
-            if let Some(from) = self.failed_from.take() {
-                batch.fail_from(from);
-            }
-            let (msgs, bytes) = batch.stored_totals();
-            self.publish(now);
-            self.shared
-                .begin_time_in_lock_ms
-                .store(0, Ordering::Release);
-            let held_us = t0.elapsed().as_micros() as u64;
-            perf.end(&self.shared.metrics.append_perf);
-            self.record_batch(held_us, msgs, bytes);
-            self.complete(&mut batch, &limits);
-            if let Some(tx) = shutdown {
-                self.refuse_core_puts(&mut batch, &limits);
-                let _ = self.flush.tx.send(FlushMsg::Shutdown(tx));
-                self.flush_stopped = true;
-                break;
-            }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Whether a batch may run on a network core rather than the append thread: the
+    /// stage is live and writes through mmap (a direct-mode batch may wait for write-ring
+    /// room, which a network core must never do).
+    pub(crate) fn runs_inline(&self) -> bool {
+        !self.stopped && self.broken.is_none() && self.shutdown.is_none() && self.ring.is_none()
+    }
+
+    /// Whether the batch taken last is empty.
+    pub(crate) fn batch_is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    /// Whether the batch taken last stopped at a limit: more may be queued behind it.
+    pub(crate) fn batch_is_full(&self, batch_bytes: usize) -> bool {
+        self.batch.msgs.len() >= self.limits.max_requests || batch_bytes >= self.limits.max_bytes
+    }
+
+    /// Appends the batch just taken (`batch_bytes` of records), publishes it and completes
+    /// its puts. `perf` samples the append thread's counters (None inline: the counters
+    /// follow the thread that opened them). A shutdown the batch met is kept for
+    /// [`finish_on_thread`](Self::finish_on_thread).
+    pub(crate) fn process(
+        &mut self,
+        batch_bytes: usize,
+        mut perf: Option<&mut crate::perf_event::BatchSampler>,
+    ) {
+        let mut batch = std::mem::take(&mut self.batch);
+        // Wait for write-ring room before the batch is timed as lock hold: the wait is
+        // the disk's pace, not work on the CommitLog tail.
+        self.wait_ring_room(batch_bytes as u64);
+        if let Some(p) = perf.as_deref_mut() {
+            p.begin();
+        }
+        let t0 = Instant::now();
+        let now = now_ms().max(self.last_store_timestamp_ms);
+        self.last_store_timestamp_ms = now;
+        self.shared
+            .begin_time_in_lock_ms
+            .store(now, Ordering::Release);
+        // `syncFlushTimeout` is read per batch so an update applies to the next puts.
+        let sync_timeout = Duration::from_millis(self.shared.live.sync_flush_timeout_ms());
+        let limits = self.limits;
+        if let Some(tx) = self.append_batch(&mut batch, now, t0 + sync_timeout, &limits) {
+            self.shutdown = Some(tx);
+        }
+        let _ = self.commit();
+        if let Some(from) = self.failed_from.take() {
+            batch.fail_from(from);
+        }
+        let (msgs, bytes) = batch.stored_totals();
+        self.publish(now);
+        self.shared
+            .begin_time_in_lock_ms
+            .store(0, Ordering::Release);
+        let held_us = t0.elapsed().as_micros() as u64;
+        if let Some(p) = perf {
+            p.end(&self.shared.metrics.append_perf);
+        }
+        self.record_batch(held_us, msgs, bytes);
+        self.complete(&mut batch, &limits);
+        self.batch = batch;
+    }
+
+    /// Append thread: ends the stage when a batch met a shutdown request (the flush stage
+    /// is told to stop after its final flush, and puts still queued are refused) or when
+    /// a batch run inline panicked (the panic resumes here, so the stage ends as if it had
+    /// panicked on its thread). Returns whether the stage is done.
+    pub(crate) fn finish_on_thread(&mut self) -> bool {
+        if let Some(cause) = self.broken.take() {
+            self.stopped = true;
+            panic!("{cause}");
+        }
+        let Some(tx) = self.shutdown.take() else {
+            return self.stopped;
+        };
+        self.refuse_core_puts();
+        let _ = self.flush.tx.send(FlushMsg::Shutdown(tx));
+        self.flush_stopped = true;
+        self.stopped = true;
+        true
+    }
+
+    /// A batch run inline panicked outside the per-put fence with `cause`.
+    pub(crate) fn mark_broken(&mut self, cause: String) {
+        self.broken = Some(cause);
+    }
+
+    /// The stage's thread ended (its store is gone, or it panicked): no batch runs any
+    /// more, and the flush stage is stopped (after its final flush), so the store's
+    /// shutdown does not wait for a flush stage nobody will ever stop.
+    pub(crate) fn end(&mut self) {
+        self.stopped = true;
+        if !self.flush_stopped {
+            self.flush_stopped = true;
+            let (ack, _) = std::sync::mpsc::sync_channel(1);
+            let _ = self.flush.tx.try_send(FlushMsg::Shutdown(ack));
         }
     }
 
-    /// Waits on the doorbell until something is queued, then takes up to the batch limits
-    /// from the shared queue and every core's ring (starting at a different core each
-    /// batch, so no core's puts wait behind another's); returns the batch's record bytes,
-    /// or None once the store is gone (no shutdown message can come any more).
-    ///
-    /// The doorbell is re-armed only when the stage is about to sleep, then the queues are
-    /// looked at once more: a put queued before the arm is found by that look, one queued
-    /// after it rings. While the stage keeps finding work the doorbell stays pending, so
-    /// the network cores' puts cost no `write(2)` and the stage no `poll(2)`; arming it
-    /// per batch cost one of each per batch.
-    fn receive(&mut self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> Option<usize> {
-        loop {
-            let bytes = self.take_queued(batch, limits)?;
-            if !batch.is_empty() {
-                return Some(bytes);
-            }
-            self.shared.append_doorbell.begin_drain();
-            let bytes = self.take_queued(batch, limits)?;
-            if !batch.is_empty() {
-                return Some(bytes);
-            }
-            self.shared.append_doorbell.wait_timeout(IDLE_WAIT);
-        }
-    }
-
-    /// Takes what is queued, up to the batch limits: the shared queue first, then the
-    /// cores' rings. None once the store is gone and nothing is left.
-    fn take_queued(&mut self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> Option<usize> {
+    /// Takes what is queued into the batch, up to the batch limits: the shared queue first,
+    /// then the cores' rings (starting at a different core each batch, so no core's puts
+    /// wait behind another's); returns the batch's record bytes. None once the store is
+    /// gone and nothing is left.
+    pub(crate) fn take_queued(&mut self) -> Option<usize> {
         let mut bytes = 0;
         loop {
-            if batch.len() >= limits.max_requests || bytes >= limits.max_bytes {
+            if self.batch_is_full(bytes) {
                 return Some(bytes);
             }
             match self.rx.try_recv() {
                 Ok(m) => {
                     bytes += m.put_bytes();
-                    batch.push(m);
+                    self.batch.msgs.push(m);
                 }
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) if batch.is_empty() => return None,
+                Err(TryRecvError::Disconnected) if self.batch.is_empty() => return None,
                 Err(TryRecvError::Disconnected) => break,
             }
         }
-        Some(bytes + self.take_core_puts(batch, limits))
+        Some(bytes + self.take_core_puts())
     }
 
     /// Shutdown: puts still in the cores' rings or waiting for room are answered
     /// SERVICE_NOT_AVAILABLE (new puts are already refused: the store is stopping).
-    fn refuse_core_puts(&mut self, batch: &mut Batch, limits: &BatchLimits) {
+    fn refuse_core_puts(&mut self) {
         let refused = PutResult::failed(PutMessageStatus::ServiceNotAvailable);
-        while self.take_core_puts(&mut batch.msgs, limits) > 0 || !batch.msgs.is_empty() {
-            for msg in batch.msgs.drain(..) {
+        while self.take_core_puts() > 0 || !self.batch.is_empty() {
+            for msg in self.batch.msgs.drain(..) {
                 if let AppendMsg::Put { done, .. } = msg {
                     self.shared.complete_put(done, refused);
                 }
@@ -344,19 +406,23 @@ impl AppendStage {
         self.shared.ring_cores();
     }
 
-    /// Takes puts from the cores' rings, each core in turn, up to the batch limits.
-    fn take_core_puts(&mut self, batch: &mut Vec<AppendMsg>, limits: &BatchLimits) -> usize {
+    /// Takes puts from the cores' rings into the batch, each core in turn, up to the
+    /// batch limits.
+    fn take_core_puts(&mut self) -> usize {
         let Some(ports) = self.shared.core_ports.get() else {
             return 0;
         };
         let cores = ports.len();
         let mut bytes = 0;
         for k in 0..cores {
-            let room = limits.max_requests.saturating_sub(batch.len());
-            if room == 0 || bytes >= limits.max_bytes {
+            let room = self
+                .limits
+                .max_requests
+                .saturating_sub(self.batch.msgs.len());
+            if room == 0 || bytes >= self.limits.max_bytes {
                 break;
             }
-            bytes += ports.take_puts((self.next_core + k) % cores, batch, room);
+            bytes += ports.take_puts((self.next_core + k) % cores, &mut self.batch.msgs, room);
         }
         self.next_core = (self.next_core + 1) % cores.max(1);
         bytes
@@ -966,17 +1032,6 @@ fn patch_records(buf: &mut [u8], start: u64, now: i64, base_queue_offset: Option
         n += 1;
     }
     n
-}
-
-impl Drop for AppendStage {
-    /// A stage ending by a panic still stops the flush stage (after its final flush), so
-    /// the store's shutdown does not wait for a flush stage nobody will ever stop.
-    fn drop(&mut self) {
-        if !self.flush_stopped {
-            let (ack, _) = std::sync::mpsc::sync_channel(1);
-            let _ = self.flush.tx.try_send(FlushMsg::Shutdown(ack));
-        }
-    }
 }
 
 /// Checks a request on the producer's thread before it is queued, so bad input never

@@ -46,6 +46,12 @@ pub(crate) struct CorePort {
     waiting_len: AtomicUsize,
     /// A stage pushed completions since the core's doorbell was last rung.
     rung: AtomicBool,
+    /// The core pushes its puts along after each pass (`end_pass`), so a put queued in
+    /// its ring does not ring the append stage at once. Set by the core's first
+    /// `end_pass`: a core that never calls it (tests driving a core by hand) rings per put.
+    pushes_after_pass: AtomicBool,
+    /// Puts queued this pass that have not rung the append stage yet.
+    deferred: AtomicBool,
 }
 
 /// Counters the metrics page shows.
@@ -97,6 +103,8 @@ impl CorePorts {
                 waiting: Mutex::new(VecDeque::new()),
                 waiting_len: AtomicUsize::new(0),
                 rung: AtomicBool::new(false),
+                pushes_after_pass: AtomicBool::new(false),
+                deferred: AtomicBool::new(false),
             })
             .collect();
         CorePorts {
@@ -144,7 +152,12 @@ impl CorePorts {
         if port.waiting_len.load(Ordering::Relaxed) == 0 {
             match port.puts.push(msg) {
                 Ok(()) => {
-                    self.append_doorbell.notify();
+                    // Only the owning core touches these two flags.
+                    if port.pushes_after_pass.load(Ordering::Relaxed) {
+                        port.deferred.store(true, Ordering::Relaxed);
+                    } else {
+                        self.append_doorbell.notify();
+                    }
                     return Submitted::Queued;
                 }
                 Err(back) => msg = back,
@@ -158,6 +171,17 @@ impl CorePorts {
         port.waiting_len.store(waiting.len(), Ordering::Relaxed);
         self.counters.puts_waited.fetch_add(1, Ordering::Relaxed);
         Submitted::Queued
+    }
+
+    /// On a network core, after its pass: whether the pass queued puts that have not rung
+    /// the append stage (the caller pushes them along: runs them or rings). From the first
+    /// call on, the core's puts wait for this call instead of ringing one by one.
+    pub fn end_pass(&self) -> bool {
+        let Some((_, port)) = self.current() else {
+            return false;
+        };
+        port.pushes_after_pass.store(true, Ordering::Relaxed);
+        port.deferred.swap(false, Ordering::Relaxed)
     }
 
     /// Append stage: takes up to `max` puts from core `i`'s ring into `out`; returns the
@@ -190,13 +214,15 @@ impl CorePorts {
         }
     }
 
-    /// Stage thread, after a batch: rings each core that got completions (one wake-up per
-    /// core per batch) or has puts waiting for the room this batch made.
+    /// After a batch (on a stage thread, or a core that ran it inline): rings each core
+    /// that got completions (one wake-up per core per batch) or has puts waiting for the
+    /// room this batch made.
     pub fn ring_cores(&self) {
         for port in self.ports.iter() {
             let rung = port.rung.swap(false, Ordering::AcqRel);
             if rung || port.waiting_len.load(Ordering::Relaxed) > 0 {
-                port.doorbell.notify();
+                // A core that appended inline only marks its own doorbell.
+                ringmq_ring::notify_core(&port.doorbell);
             }
         }
     }

@@ -22,6 +22,7 @@
 
 pub mod api;
 pub mod append;
+mod append_runner;
 pub mod checkpoint;
 pub mod commit_log;
 pub mod config;

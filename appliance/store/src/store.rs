@@ -46,6 +46,8 @@ pub(crate) type StopHandle = (SyncSender<()>, JoinHandle<()>);
 pub(crate) struct Inner {
     pub(crate) shared: Arc<Shared>,
     pub(crate) put_tx: SyncSender<AppendMsg>,
+    /// The append stage, when network cores may run its batches (`append_runner`).
+    pub(crate) inline_append: Option<crate::append_runner::WeakAppendHandle>,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// The HA server (master) or client (slave), if running.
     pub(crate) ha_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -217,6 +219,27 @@ impl MessageStore {
         let s = self.shared();
         if let Some(ports) = s.core_ports.get() {
             ports.run_current_core(s.send_queue_wait_limit_ms.load(Ordering::Relaxed));
+        }
+    }
+
+    /// On a network core, after a pass of its requests: the puts the pass queued in its
+    /// ring are appended right here when the append thread is idle, else the thread is
+    /// woken for them. Returns whether this core has completions to run. On any other
+    /// thread, or a core that was not attached, does nothing.
+    pub fn push_core_puts(&self) -> bool {
+        let s = self.shared();
+        let Some(ports) = s.core_ports.get() else {
+            return false;
+        };
+        if !ports.end_pass() {
+            return false;
+        }
+        match &self.inner.inline_append {
+            Some(stage) => crate::append_runner::append_here_or_wake(stage, s),
+            None => {
+                s.append_doorbell.notify();
+                false
+            }
         }
     }
 
@@ -482,6 +505,112 @@ mod tests {
             got.iter().all(|(_, t)| *t == me),
             "callbacks ran on the core"
         );
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Runs `f` on a thread that is attached network core 0 of `store` and pushes its
+    /// puts along after each pass, as a real core does.
+    fn on_core<T: Send + 'static>(
+        store: &MessageStore,
+        f: impl FnOnce(&MessageStore) -> T + Send + 'static,
+    ) -> T {
+        let doorbell = Arc::new(Notifier::new().unwrap());
+        store.attach_network_cores(std::slice::from_ref(&doorbell), 1024);
+        let store = store.clone();
+        // Let the append thread settle into its idle wait (start-up may have rung it).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while store.inner.shared.append_doorbell.is_pending() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        std::thread::spawn(move || {
+            ringmq_ring::enter_core(0, &doorbell);
+            assert!(
+                !store.push_core_puts(),
+                "a pass that queued nothing runs nothing"
+            );
+            f(&store)
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// While the append thread idles, a core that queued puts appends them itself at the
+    /// end of its pass and runs their callbacks: no wake-up of the append thread, none
+    /// of the core.
+    #[test]
+    fn a_core_appends_its_own_puts_while_the_append_thread_idles() {
+        let dir = crate::test_util::temp_dir("inline");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        let appender_writes = store.inner.shared.append_doorbell.writes();
+        let got = on_core(&store, |store| {
+            let (tx, rx) = mpsc::channel();
+            let mut got = Vec::new();
+            for pass in 0..10 {
+                for i in 0..5 {
+                    let body = format!("m{pass}-{i}");
+                    let rec = crate::util::loopback_record("INL", 2, body.as_bytes(), b"");
+                    let tx = tx.clone();
+                    store.put(
+                        PutRequest::new("INL", 2, 0, rec, 1),
+                        Box::new(move |r| {
+                            let _ = tx.send(r);
+                        }),
+                    );
+                }
+                assert!(store.push_core_puts(), "pass {pass} ran its batch here");
+                store.run_core_completions();
+                let done: Vec<PutResult> = rx.try_iter().collect();
+                assert_eq!(done.len(), 5, "pass {pass}: answered in the same pass");
+                got.extend(done);
+            }
+            got
+        });
+        let offsets: Vec<i64> = got.iter().map(|r| r.queue_offset).collect();
+        assert_eq!(offsets, (0..50).collect::<Vec<_>>(), "in order, no hole");
+        assert!(got.iter().all(|r| r.status == PutMessageStatus::PutOk));
+        assert_eq!(
+            store.inner.shared.append_doorbell.writes(),
+            appender_writes,
+            "the append thread was never woken"
+        );
+        assert_eq!(store.max_offset_in_queue("INL", 2), 50);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A batch run on a core that panics outside the per-put fence ends the append stage
+    /// as a panic on its thread does: the core keeps running, and later puts are refused
+    /// SERVICE_NOT_AVAILABLE at once.
+    #[test]
+    fn a_panic_in_a_batch_run_on_a_core_ends_the_stage_and_the_core_goes_on() {
+        let dir = crate::test_util::temp_dir("inlinepanic");
+        let store = MessageStore::open(small_config(&dir)).unwrap();
+        crate::fault::inject_stage_panic("CORESTAGEKILL");
+        let after = on_core(&store, |store| {
+            let put = |topic: &str| {
+                let (tx, rx) = mpsc::channel();
+                let rec = crate::util::loopback_record(topic, 0, b"body", b"");
+                store.put(
+                    PutRequest::new(topic, 0, 0, rec, 1),
+                    Box::new(move |r| {
+                        let _ = tx.send(r);
+                    }),
+                );
+                store.push_core_puts();
+                store.run_core_completions();
+                rx.recv_timeout(Duration::from_secs(5))
+            };
+            assert_eq!(put("BEFORE").unwrap().status, PutMessageStatus::PutOk);
+            assert!(put("CORESTAGEKILL").is_err(), "its callback is dropped");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while store.is_writeable() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            put("AFTER").map(|r| r.status)
+        });
+        assert_eq!(after, Ok(PutMessageStatus::ServiceNotAvailable));
         store.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -6,6 +6,7 @@
 //! know every thread `open` started.
 
 use crate::append::AppendStage;
+use crate::append_runner::{self, AppendHandle, WeakAppendHandle};
 use crate::checkpoint::{Checkpoint, CheckpointData};
 use crate::commit_log::{create_segment, AllocatorHandle, CommitLog, SegmentSpec};
 use crate::config::{BrokerRole, StoreConfig, WriteMode};
@@ -69,7 +70,11 @@ impl MessageStore {
         mark_running(&shared, &checkpoint)?;
         let ring = start_write_ring(&shared, process_offset)?;
         let reput = reput::new_stage(Arc::clone(&shared), dispatcher, process_offset);
-        let (put_tx, threads) = start_append_and_flush(&shared, spec, table, ring, &reput)?;
+        let AppendStarted {
+            put_tx,
+            threads,
+            inline,
+        } = start_append_and_flush(&shared, spec, table, ring, &reput)?;
         let ha_threads = start_ha(&shared, &put_tx);
         let reput_handle = start_reput(&shared, reput)?;
         let housekeeping = start_housekeeping(&shared, &checkpoint)?;
@@ -79,6 +84,7 @@ impl MessageStore {
             inner: Arc::new(Inner {
                 shared,
                 put_tx,
+                inline_append: inline,
                 threads: Mutex::new(threads),
                 ha_threads: Mutex::new(ha_threads),
                 reput_handle: Mutex::new(Some(reput_handle)),
@@ -285,16 +291,16 @@ fn start_write_ring(
     Ok(Some(ring))
 }
 
-/// Starts the allocator, the flush worker and coordinator, and the append stage; returns
-/// the producers' queue to the append stage and the threads' handles.
+/// Starts the allocator, the flush worker and coordinator, and the append stage.
 fn start_append_and_flush(
     shared: &Arc<Shared>,
     spec: SegmentSpec,
     table: crate::append::QueueOffsetTable,
     ring: Option<Arc<DirectRing>>,
     reput: &ReputHandle,
-) -> Result<(SyncSender<AppendMsg>, Vec<JoinHandle<()>>), StoreError> {
+) -> Result<AppendStarted, StoreError> {
     let config = &shared.config;
+    let direct = ring.is_some();
     let mut threads = Vec::new();
     let (allocator, h) = AllocatorHandle::start(config.commit_log_dir(), spec);
     threads.push(h);
@@ -337,11 +343,27 @@ fn start_append_and_flush(
         ring,
         reput,
     );
+    let handle: AppendHandle = Arc::new(Mutex::new(stage));
+    // An unpinned mmap stage may run a batch on the network core that queued it.
+    let inline = (config.append_core.is_none() && !direct).then(|| Arc::downgrade(&handle));
     let s = Arc::clone(shared);
     threads.push(spawn("ringmq-append", move || {
-        guard_stage("append", &s, move || stage.run())
+        guard_stage("append", &s, move || append_runner::run(handle))
     })?);
-    Ok((put_tx, threads))
+    Ok(AppendStarted {
+        put_tx,
+        threads,
+        inline,
+    })
+}
+
+/// What [`start_append_and_flush`] started.
+struct AppendStarted {
+    /// The shared queue into the append stage (puts made off the network cores).
+    put_tx: SyncSender<AppendMsg>,
+    threads: Vec<JoinHandle<()>>,
+    /// The stage, when network cores may run its batches (`append_runner`).
+    inline: Option<WeakAppendHandle>,
 }
 
 /// Starts replication: the HA server of a master, the HA client of a slave, both in

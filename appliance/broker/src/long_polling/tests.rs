@@ -250,9 +250,14 @@ fn a_burst_of_arrivals_rings_once_and_wakes_the_pull_once() {
     service.hold(0, "TopicB", 0, held(0, i64::MAX, 8, &hits));
     bell.begin_drain();
     let before = bell.writes();
-    for offset in 1..=100 {
-        service.notify_arrival("TopicB", 0, offset, 7, b"");
-    }
+    // Dispatch runs on a stage thread here (the reput thread).
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for offset in 1..=100 {
+                service.notify_arrival("TopicB", 0, offset, 7, b"");
+            }
+        });
+    });
     assert_eq!(
         bell.writes() - before,
         1,
@@ -275,6 +280,21 @@ fn a_burst_of_arrivals_rings_once_and_wakes_the_pull_once() {
         service.core_slot(0).notices.is_empty(),
         "one pass drained the burst"
     );
+    // Dispatch run on the core itself (inline after an append) only marks its doorbell.
+    bell.begin_drain();
+    let before = bell.writes();
+    service.notify_arrival("TopicB", 0, 101, 8, b"");
+    assert_eq!(
+        bell.writes(),
+        before,
+        "no eventfd write to its own doorbell"
+    );
+    assert!(
+        bell.is_pending(),
+        "the core sees it has work before it waits"
+    );
+    service.on_core_wake(0, &nothing_stored);
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "tag 8 woken by its arrival");
 }
 
 #[test]

@@ -164,6 +164,19 @@ impl CoreLocal {
         }
     }
 
+    /// Lets the handler push along the work this pass's requests queued for stages (see
+    /// `RequestHandler::after_pass`); whether it produced results for this core. A panic
+    /// there is logged; the core keeps serving.
+    fn after_pass(&self) -> bool {
+        let handler = &self.handler;
+        let index = self.shared.index;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.after_pass(index)))
+            .unwrap_or_else(|_| {
+                tracing::error!(core = index, "RequestHandler::after_pass panicked");
+                false
+            })
+    }
+
     /// Handles up to `MAX_INBOX_BATCH` inbox messages.
     fn drain_inbox(self: &Rc<Self>) {
         if self.shared.notifier.is_pending() {
@@ -989,12 +1002,21 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
         // to this core's own inbox: write them in this pass, not after another io_uring
         // round trip.
         core.drain_inbox();
-        let more_tasks = rt.run();
+        let mut more_tasks = rt.run();
+        if core.after_pass() {
+            // The pass's sends were appended here: answer them before waiting.
+            core.drain_inbox();
+            core.wake_handler();
+            core.drain_inbox();
+            more_tasks = rt.run();
+        }
         if core.done.get() {
             break;
         }
         core.shared.meter.record(started.elapsed());
-        if more_tasks || !core.shared.inbox.is_empty() {
+        // A pending doorbell this core rang itself (`ringmq_ring::notify_core`) has no
+        // eventfd write behind it: waiting would sleep on it.
+        if more_tasks || !core.shared.inbox.is_empty() || core.shared.notifier.is_pending() {
             rt.poll_with(Some(Duration::ZERO));
         } else {
             rt.poll();
