@@ -3,12 +3,13 @@
 //! thread idles (`append_runner`); one batch at a time either way. It drains PutRequests
 //! from the network cores' rings and a bounded shared queue in batches, assigns queue
 //! offsets from the topicQueueTable it owns, patches PHYSICALOFFSET / QUEUEOFFSET /
-//! STORETIMESTAMP into the pre-encoded records, copies them into the active segment (mmap: one pwritev per batch into the page cache the
-//! read-only mapping shares) or the write ring (direct), rolls segments with a BLANK filler,
-//! publishes the new max offset, and hands completions to the flush stage (SYNC_FLUSH),
-//! to the HA stage (SYNC_MASTER: after a slave's ack) or completes them itself
-//! (ASYNC_FLUSH). On a slave it also writes the master's replicated bytes unchanged at
-//! their physical offset (`AppendMsg::Replica`), so it stays the only writer of the tail.
+//! STORETIMESTAMP into the pre-encoded records, copies them into the active segment
+//! (mmap: one pwritev per batch into the page cache the read-only mapping shares) or the
+//! write ring (direct), rolls segments with a BLANK filler, publishes the new max offset,
+//! and hands completions to the flush stage (SYNC_FLUSH), to the HA stage (SYNC_MASTER:
+//! after a slave's ack) or completes them itself (ASYNC_FLUSH). On a slave it also writes
+//! the master's replicated bytes unchanged at their physical offset (`AppendMsg::Replica`),
+//! so it stays the only writer of the tail.
 
 use crate::commit_log::AllocatorHandle;
 use crate::config::{BrokerRole, FlushDiskType, StoreConfig};
@@ -63,7 +64,8 @@ pub(crate) struct AppendStage {
     limits: BatchLimits,
     /// The batch being assembled or applied (its buffers are reused).
     batch: Batch,
-    /// A shutdown request a batch met; the append thread finishes it (`stop`).
+    /// A shutdown request a batch met; the append thread finishes it
+    /// (`finish_on_thread`).
     shutdown: Option<SyncSender<()>>,
     /// The stage is done: no batch runs any more, on its thread or inline.
     stopped: bool,

@@ -180,8 +180,12 @@ impl CorePorts {
         let Some((_, port)) = self.current() else {
             return false;
         };
-        port.pushes_after_pass.store(true, Ordering::Relaxed);
-        port.deferred.swap(false, Ordering::Relaxed)
+        // Runs every pass: write the flags only when they change, so the stage reading
+        // this port's ring does not see its cache line written each time.
+        if !port.pushes_after_pass.load(Ordering::Relaxed) {
+            port.pushes_after_pass.store(true, Ordering::Relaxed);
+        }
+        port.deferred.load(Ordering::Relaxed) && port.deferred.swap(false, Ordering::Relaxed)
     }
 
     /// Append stage: takes up to `max` puts from core `i`'s ring into `out`; returns the

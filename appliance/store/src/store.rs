@@ -536,6 +536,24 @@ mod tests {
         .unwrap()
     }
 
+    /// Puts `body` to `topic`/`queue_id`; its result goes to `tx`.
+    fn put_answering_to(
+        store: &MessageStore,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        tx: &mpsc::Sender<PutResult>,
+    ) {
+        let rec = crate::util::loopback_record(topic, queue_id, body, b"");
+        let tx = tx.clone();
+        store.put(
+            PutRequest::new(topic, queue_id, 0, rec, 1),
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+    }
+
     /// While the append thread idles, a core that queued puts appends them itself at the
     /// end of its pass and runs their callbacks: no wake-up of the append thread, none
     /// of the core.
@@ -550,14 +568,7 @@ mod tests {
             for pass in 0..10 {
                 for i in 0..5 {
                     let body = format!("m{pass}-{i}");
-                    let rec = crate::util::loopback_record("INL", 2, body.as_bytes(), b"");
-                    let tx = tx.clone();
-                    store.put(
-                        PutRequest::new("INL", 2, 0, rec, 1),
-                        Box::new(move |r| {
-                            let _ = tx.send(r);
-                        }),
-                    );
+                    put_answering_to(store, "INL", 2, body.as_bytes(), &tx);
                 }
                 assert!(store.push_core_puts(), "pass {pass} ran its batch here");
                 store.run_core_completions();
@@ -591,13 +602,8 @@ mod tests {
         let after = on_core(&store, |store| {
             let put = |topic: &str| {
                 let (tx, rx) = mpsc::channel();
-                let rec = crate::util::loopback_record(topic, 0, b"body", b"");
-                store.put(
-                    PutRequest::new(topic, 0, 0, rec, 1),
-                    Box::new(move |r| {
-                        let _ = tx.send(r);
-                    }),
-                );
+                put_answering_to(store, topic, 0, b"body", &tx);
+                drop(tx);
                 store.push_core_puts();
                 store.run_core_completions();
                 rx.recv_timeout(Duration::from_secs(5))

@@ -164,6 +164,16 @@ impl CoreLocal {
         }
     }
 
+    /// Takes the inbox and what stages queued for this core (`wake_handler`). Answers the
+    /// handler gives while woken (put completions, held pulls) are posted to this core's
+    /// own inbox, so it is drained again: they are written in this pass, not after
+    /// another io_uring round trip.
+    fn take_stage_results(self: &Rc<Self>) {
+        self.drain_inbox();
+        self.wake_handler();
+        self.drain_inbox();
+    }
+
     /// Lets the handler push along the work this pass's requests queued for stages (see
     /// `RequestHandler::after_pass`); whether it produced results for this core. A panic
     /// there is logged; the core keeps serving.
@@ -996,18 +1006,11 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
     loop {
         let started = Instant::now();
         core.now.set(started);
-        core.drain_inbox();
-        core.wake_handler();
-        // Answers the handler gave while woken (put completions, held pulls) were posted
-        // to this core's own inbox: write them in this pass, not after another io_uring
-        // round trip.
-        core.drain_inbox();
+        core.take_stage_results();
         let mut more_tasks = rt.run();
         if core.after_pass() {
             // The pass's sends were appended here: answer them before waiting.
-            core.drain_inbox();
-            core.wake_handler();
-            core.drain_inbox();
+            core.take_stage_results();
             more_tasks = rt.run();
         }
         if core.done.get() {
