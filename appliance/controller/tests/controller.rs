@@ -157,11 +157,15 @@ impl Group {
         self.heartbeat_conns.retain(|(b, _), _| *b != id);
     }
 
+    /// Controller `i` stops, then the brokers' connections to it close. In the other order
+    /// a leader could see its brokers' connections close first, mark them inactive and
+    /// elect a new master before it stops, which is right for the product and not what a
+    /// test of a leader change wants.
     fn stop(&mut self, i: usize) {
-        self.heartbeat_conns.retain(|(_, c), _| *c != i);
         if let Some(c) = self.members[i].take() {
             c.shutdown();
         }
+        self.heartbeat_conns.retain(|(_, c), _| *c != i);
     }
 }
 
