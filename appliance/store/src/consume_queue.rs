@@ -358,21 +358,15 @@ impl ConsumeQueue {
     }
 
     /// Drops every unit whose record starts at or after `phys_end` (recovery truncation).
+    /// Files are examined from the last one back: a file whose first unit is dirty goes
+    /// whole, and so does an empty last file (a crash between creating a file and writing
+    /// its first unit leaves one), so the dirty units of the file before it are still cut.
     pub fn truncate_dirty(&self, phys_end: i64) -> Result<(), StoreError> {
         loop {
             let Some(last) = self.files().last().cloned() else {
                 break;
             };
-            let units = last.wrote() / CQ_UNIT_SIZE as u64;
-            let mut cut = None;
-            for i in 0..units {
-                let u = CqUnit::decode(last.slice(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE));
-                if u != CqUnit::FILLER && u.commit_log_offset >= phys_end {
-                    cut = Some(i);
-                    break;
-                }
-            }
-            match cut {
+            match first_dirty_unit(&last, phys_end) {
                 Some(0) => {
                     self.files.write_unpoisoned().pop();
                     last.destroy()?;
@@ -563,6 +557,19 @@ impl ConsumeQueueTable {
     }
 }
 
+/// The index of the first unit of `file` whose record starts at or after `phys_end`; 0
+/// for a file with no unit at all, which holds nothing to keep.
+fn first_dirty_unit(file: &MappedFile, phys_end: i64) -> Option<u64> {
+    let units = file.wrote() / CQ_UNIT_SIZE as u64;
+    if units == 0 {
+        return Some(0);
+    }
+    (0..units).find(|&i| {
+        let u = CqUnit::decode(file.slice(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE));
+        u != CqUnit::FILLER && u.commit_log_offset >= phys_end
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,15 +609,31 @@ mod tests {
         assert_eq!(cq.flush(0).unwrap(), 0);
     }
 
+    /// Files of four units each.
+    const FOUR_UNITS_BYTES: u64 = 4 * CQ_UNIT_SIZE as u64;
+
+    /// A table in a fresh directory whose queue `T`/`queue_id` holds `units` units of 100
+    /// bytes each, back to back from physical offset 0, tagged `tags_code`.
+    fn queue_of(
+        name: &str,
+        queue_id: i32,
+        units: i64,
+        tags_code: i64,
+    ) -> (PathBuf, ConsumeQueueTable) {
+        let dir = crate::test_util::temp_dir(name);
+        let t = ConsumeQueueTable::load(&dir, FOUR_UNITS_BYTES).unwrap();
+        let cq = t.find_or_create("T", queue_id);
+        for i in 0..units {
+            assert!(cq.put_unit(i * 100, 100, tags_code, i).unwrap());
+        }
+        (dir, t)
+    }
+
     #[test]
     fn units_persist_truncate_and_reload() {
-        let dir = crate::test_util::temp_dir("cq");
-        let fs = 4 * CQ_UNIT_SIZE as u64;
-        let t = ConsumeQueueTable::load(&dir, fs).unwrap();
-        let cq = t.find_or_create("T", 1);
-        for i in 0..10 {
-            assert!(cq.put_unit(i * 100, 100, 7, i).unwrap());
-        }
+        let (dir, t) = queue_of("cq", 1, 10, 7);
+        let fs = FOUR_UNITS_BYTES;
+        let cq = t.find("T", 1).unwrap();
         assert!(!cq.put_unit(900, 100, 7, 9).unwrap(), "duplicate skipped");
         assert_eq!(cq.max_offset(), 10);
         assert_eq!(cq.files().len(), 3);
@@ -639,6 +662,29 @@ mod tests {
         assert_eq!(cq.files().len(), 1);
         assert!(cq.put_unit(350, 50, 0, 4).unwrap());
         assert_eq!(cq.files().len(), 2);
+    }
+
+    /// A crash between creating a file and writing its first unit leaves an empty last
+    /// file; the dirty units of the full file before it are still cut.
+    #[test]
+    fn truncation_looks_past_an_empty_last_file() {
+        let (dir, t) = queue_of("cq_empty_last", 0, 8, 0);
+        let fs = FOUR_UNITS_BYTES;
+        let cq = t.find("T", 0).unwrap();
+        cq.create_file(8 * CQ_UNIT_SIZE as u64).unwrap();
+        cq.flush(0).unwrap();
+        drop((cq, t));
+        let t = ConsumeQueueTable::load(&dir, fs).unwrap();
+        let cq = t.find("T", 0).unwrap();
+        assert_eq!(cq.files().len(), 3);
+        assert_eq!(cq.max_offset(), 8);
+        cq.truncate_dirty(700).unwrap();
+        assert_eq!(cq.max_offset(), 7);
+        assert_eq!(cq.max_physic_offset(), 700);
+        assert_eq!(cq.files().len(), 2);
+        assert_eq!(cq.get_unit(7), None);
+        assert!(cq.put_unit(700, 80, 0, 7).unwrap());
+        assert_eq!(cq.get_unit(7).unwrap().size, 80);
     }
 
     #[test]
