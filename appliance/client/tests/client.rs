@@ -267,13 +267,18 @@ fn in_flight_window_bounds_outstanding_requests() {
         for i in 0..4 {
             let (c, a) = (client.clone(), addr.clone());
             handles.push(compio::runtime::spawn(async move {
-                c.invoke(&a, request(1000, i), Duration::from_millis(600))
+                c.invoke(&a, request(1000, i), Duration::from_millis(1_500))
                     .await
             }));
         }
         // The server answers only after 4 arrive, but the window lets only 2 out: both
         // time out, then the next two go out and also time out (the server holds 4).
-        compio::time::sleep(Duration::from_millis(300)).await;
+        // Polled, not one fixed sleep: the two must be seen well before they time out.
+        let deadline = std::time::Instant::now() + Duration::from_millis(1_000);
+        while seen.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+            compio::time::sleep(Duration::from_millis(10)).await;
+        }
+        compio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(
             seen.lock().unwrap().len(),
             2,

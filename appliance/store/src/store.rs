@@ -554,37 +554,63 @@ mod tests {
         );
     }
 
+    /// The core's answer to a put whose result goes to `rx`: runs the core's completions
+    /// until it comes or its callback is dropped (bounded). Needed where the append thread
+    /// may have taken the batch: its idle wait ends every `IDLE_WAIT`, and a batch it runs
+    /// completes on the core after the pass.
+    fn answer_on_core(
+        store: &MessageStore,
+        rx: &mpsc::Receiver<PutResult>,
+    ) -> Result<PutResult, mpsc::RecvTimeoutError> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            store.run_core_completions();
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                answer => return answer,
+            }
+        }
+    }
+
     /// While the append thread idles, a core that queued puts appends them itself at the
     /// end of its pass and runs their callbacks: no wake-up of the append thread, none
-    /// of the core.
+    /// of the core. (The append thread's periodic idle look may take a pass's batch now
+    /// and then; such a pass is answered after it.)
     #[test]
     fn a_core_appends_its_own_puts_while_the_append_thread_idles() {
         let dir = crate::test_util::temp_dir("inline");
         let store = MessageStore::open(small_config(&dir)).unwrap();
         let appender_writes = store.inner.shared.append_doorbell.writes();
-        let got = on_core(&store, |store| {
+        let (got, inline_passes) = on_core(&store, |store| {
             let (tx, rx) = mpsc::channel();
-            let mut got = Vec::new();
+            let (mut got, mut inline_passes) = (Vec::new(), 0u64);
             for pass in 0..10 {
                 for i in 0..5 {
                     let body = format!("m{pass}-{i}");
                     put_answering_to(store, "INL", 2, body.as_bytes(), &tx);
                 }
-                assert!(store.push_core_puts(), "pass {pass} ran its batch here");
-                store.run_core_completions();
-                let done: Vec<PutResult> = rx.try_iter().collect();
-                assert_eq!(done.len(), 5, "pass {pass}: answered in the same pass");
-                got.extend(done);
+                if store.push_core_puts() {
+                    inline_passes += 1;
+                    store.run_core_completions();
+                    let done: Vec<PutResult> = rx.try_iter().collect();
+                    assert_eq!(done.len(), 5, "pass {pass}: answered in the same pass");
+                    got.extend(done);
+                } else {
+                    for _ in 0..5 {
+                        got.push(answer_on_core(store, &rx).expect("answered after the pass"));
+                    }
+                }
             }
-            got
+            (got, inline_passes)
         });
         let offsets: Vec<i64> = got.iter().map(|r| r.queue_offset).collect();
         assert_eq!(offsets, (0..50).collect::<Vec<_>>(), "in order, no hole");
         assert!(got.iter().all(|r| r.status == PutMessageStatus::PutOk));
-        assert_eq!(
-            store.inner.shared.append_doorbell.writes(),
-            appender_writes,
-            "the append thread was never woken"
+        assert!(inline_passes >= 8, "{inline_passes} of 10 passes ran here");
+        // A core pays a wake-up only for a pass whose batch the thread was running.
+        assert!(
+            store.inner.shared.append_doorbell.writes() - appender_writes <= 10 - inline_passes,
+            "the append thread was woken for passes the core ran itself"
         );
         assert_eq!(store.max_offset_in_queue("INL", 2), 50);
         store.shutdown();
@@ -605,8 +631,7 @@ mod tests {
                 put_answering_to(store, topic, 0, b"body", &tx);
                 drop(tx);
                 store.push_core_puts();
-                store.run_core_completions();
-                rx.recv_timeout(Duration::from_secs(5))
+                answer_on_core(store, &rx)
             };
             assert_eq!(put("BEFORE").unwrap().status, PutMessageStatus::PutOk);
             assert!(put("CORESTAGEKILL").is_err(), "its callback is dropped");

@@ -518,7 +518,9 @@ mod tests {
     #[test]
     fn expired_consumer_is_closed_and_the_group_notified() {
         let config = BrokerConfig {
-            channel_expired_timeout_ms: 50,
+            // Long enough that a stalled test thread between the live client's heartbeat
+            // and the scan does not expire that client too.
+            channel_expired_timeout_ms: 600,
             ..BrokerConfig::default()
         };
         let (ctx, _store) = test_context(config);
@@ -534,7 +536,7 @@ mod tests {
         };
         let (silent, live) = (FakeChannel::new(1), FakeChannel::new(2));
         heartbeat("c1", &silent);
-        std::thread::sleep(std::time::Duration::from_millis(80));
+        std::thread::sleep(std::time::Duration::from_millis(700));
         heartbeat("c2", &live);
         let notified_before = live.sent().len();
         scan_expired_channels(&ctx);

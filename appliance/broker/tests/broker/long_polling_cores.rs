@@ -58,7 +58,9 @@ fn held_pulls_on_every_core_are_woken_by_one_arrival_and_expire_by_filter() {
     let waiting: Vec<_> = (0..4)
         .map(|_| parked_pull(addr, tagged_pull("TopicPC", 1, "*", 20_000)))
         .collect();
-    let filtered = parked_pull(addr, tagged_pull("TopicPC", 1, "TagZ", 800));
+    // Held long enough to outlast the checks and the second send below on a loaded host:
+    // expired before "second" was dispatched, it would find nothing at offset 1.
+    let filtered = parked_pull(addr, tagged_pull("TopicPC", 1, "TagZ", 3_000));
     let deadline = Instant::now() + Duration::from_secs(3);
     while broker.context().hold.held_count() < 5 {
         assert!(Instant::now() < deadline, "the five pulls are parked");
@@ -82,12 +84,12 @@ fn held_pulls_on_every_core_are_woken_by_one_arrival_and_expire_by_filter() {
         );
     }
     let (resp, waited) = filtered
-        .recv_timeout(Duration::from_secs(5))
+        .recv_timeout(Duration::from_secs(10))
         .expect("expired");
     assert_eq!(resp.code, PULL_RETRY_IMMEDIATELY, "{:?}", resp.remark);
     assert_eq!(resp.ext_fields.get("nextBeginOffset"), Some("2"));
     assert!(
-        waited >= Duration::from_millis(750),
+        waited >= Duration::from_millis(2_900),
         "TagA does not wake a TagZ pull: answered after {waited:?}"
     );
     assert_eq!(broker.context().hold.held_count(), 0);
