@@ -294,46 +294,72 @@ impl ConsumeQueue {
         if cq_offset < cur {
             return Ok(false);
         }
-        let mut at = cur;
-        if self.files.read_unpoisoned().is_empty() && cq_offset > 0 {
-            // First file of a queue that starts late: fill the gap with filler units.
-            let per = self.units_per_file();
-            let file_start = cq_offset - cq_offset % per;
-            let f = self.create_file(file_start as u64 * CQ_UNIT_SIZE as u64)?;
-            let filler = CqUnit::FILLER.encode();
-            for i in 0..(cq_offset - file_start) {
-                f.write_at(i as u64 * CQ_UNIT_SIZE as u64, &filler);
-            }
-            f.set_wrote((cq_offset - file_start) as u64 * CQ_UNIT_SIZE as u64);
-            self.min_offset.store(cq_offset, Ordering::Release);
-            at = cq_offset;
-        } else if cq_offset > cur {
-            tracing::warn!(
-                topic = %self.topic, queue_id = self.queue_id, expected = cq_offset, actual = cur,
-                "[BUG] ConsumeQueue offset gap; appending at the current position"
-            );
-        }
-        let byte = at as u64 * CQ_UNIT_SIZE as u64;
-        let f = match self.files.read_unpoisoned().last() {
-            Some(f) if f.contains(byte) => Some(Arc::clone(f)),
-            _ => None,
-        };
-        let f = match f {
-            Some(f) => f,
-            None => self.create_file(byte - byte % self.file_size)?,
-        };
         let unit = CqUnit {
             commit_log_offset,
             size,
             tags_code,
         };
+        // The common case takes the file list's read lock once and borrows the last file
+        // (one unit per dispatched record: no `Arc` clone, no second lock).
+        let late_start = {
+            let files = self.files.read_unpoisoned();
+            let late_start = files.is_empty() && cq_offset > 0;
+            if !late_start {
+                if cq_offset > cur {
+                    tracing::warn!(
+                        topic = %self.topic, queue_id = self.queue_id, expected = cq_offset, actual = cur,
+                        "[BUG] ConsumeQueue offset gap; appending at the current position"
+                    );
+                }
+                let byte = cur as u64 * CQ_UNIT_SIZE as u64;
+                if let Some(f) = files.last().filter(|f| f.contains(byte)) {
+                    self.write_unit(f, byte, &unit, cur);
+                    return Ok(true);
+                }
+            }
+            late_start
+        };
+        let at = if late_start {
+            self.start_late(cq_offset)?
+        } else {
+            cur
+        };
+        let byte = at as u64 * CQ_UNIT_SIZE as u64;
+        let last = self.files.read_unpoisoned().last().cloned();
+        let f = match last {
+            Some(f) if f.contains(byte) => f,
+            _ => self.create_file(byte - byte % self.file_size)?,
+        };
+        self.write_unit(&f, byte, &unit, at);
+        Ok(true)
+    }
+
+    /// The first file of a queue whose first unit is `cq_offset` > 0: the units before it
+    /// in that file are fillers. Returns where the unit goes (`cq_offset`).
+    fn start_late(&self, cq_offset: i64) -> Result<i64, StoreError> {
+        let per = self.units_per_file();
+        let file_start = cq_offset - cq_offset % per;
+        let f = self.create_file(file_start as u64 * CQ_UNIT_SIZE as u64)?;
+        let filler = CqUnit::FILLER.encode();
+        for i in 0..(cq_offset - file_start) {
+            f.write_at(i as u64 * CQ_UNIT_SIZE as u64, &filler);
+        }
+        f.set_wrote((cq_offset - file_start) as u64 * CQ_UNIT_SIZE as u64);
+        self.min_offset.store(cq_offset, Ordering::Release);
+        Ok(cq_offset)
+    }
+
+    /// Writes `unit` as queue offset `at` (logical byte `byte`, inside `f`) and publishes
+    /// it: the file's written end, then the queue's max physical and max offsets.
+    fn write_unit(&self, f: &MappedFile, byte: u64, unit: &CqUnit, at: i64) {
         let pos = byte - f.from_offset();
         f.write_at(pos, &unit.encode());
         f.set_wrote(pos + CQ_UNIT_SIZE as u64);
-        self.max_physic_offset
-            .store(commit_log_offset + i64::from(size), Ordering::Release);
+        self.max_physic_offset.store(
+            unit.commit_log_offset + i64::from(unit.size),
+            Ordering::Release,
+        );
         self.max_offset.store(at + 1, Ordering::Release);
-        Ok(true)
     }
 
     /// Flushes written units to disk: every unflushed unit when `least_pages` is 0, else
