@@ -300,7 +300,6 @@ fn start_append_and_flush(
     reput: &ReputHandle,
 ) -> Result<AppendStarted, StoreError> {
     let config = &shared.config;
-    let direct = ring.is_some();
     let mut threads = Vec::new();
     let (allocator, h) = AllocatorHandle::start(config.commit_log_dir(), spec);
     threads.push(h);
@@ -343,9 +342,11 @@ fn start_append_and_flush(
         ring,
         reput,
     );
+    // An unpinned stage may run a batch on the network core that queued it, if its
+    // write mode allows (`AppendStage::runs_inline`: mmap, not direct).
+    let inline_allowed = config.append_core.is_none() && stage.runs_inline();
     let handle: AppendHandle = Arc::new(Mutex::new(stage));
-    // An unpinned mmap stage may run a batch on the network core that queued it.
-    let inline = (config.append_core.is_none() && !direct).then(|| Arc::downgrade(&handle));
+    let inline = inline_allowed.then(|| Arc::downgrade(&handle));
     let s = Arc::clone(shared);
     threads.push(spawn("ringmq-append", move || {
         guard_stage("append", &s, move || append_runner::run(handle))
