@@ -645,7 +645,7 @@ impl RequestHandler for BrokerHandler {
         {
             return refusal;
         }
-        let (started, request_code) = (Instant::now(), request.code);
+        let (started, request_code) = (rc.received_at(), request.code);
         let reply = crate::processor::dispatch(ctx, request, rc);
         if let Reply::Now(r) = &reply {
             ctx.metrics.record_rpc(

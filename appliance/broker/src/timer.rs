@@ -677,7 +677,7 @@ impl TimerMessageStore {
             delay_ms: (slot_time - write) as i32,
             offset_py,
             size_py,
-            topic_hash: log::java_string_hash(real_topic),
+            topic_hash: ringmq_remoting::message::tags::java_string_hash(real_topic),
         };
         let pos = st.log.append(&unit)?;
         let first = if slot.first_pos == -1 {

@@ -161,7 +161,7 @@ fn log_unit_blank_checkpoint_and_metrics_layout_are_upstreams() {
         delay_ms: 1000,
         offset_py: 4096,
         size_py: 300,
-        topic_hash: log::java_string_hash("TopicA"),
+        topic_hash: ringmq_remoting::message::tags::java_string_hash("TopicA"),
     };
     let b = unit.encode();
     let mut want = Vec::new();

@@ -283,7 +283,12 @@ impl ExtFields {
             }
             None => {
                 let key_at = self.text.len();
-                self.text.push_str(key);
+                match key.as_bytes() {
+                    // A one-byte `str` is one ASCII char; pushing it avoids a `memcpy`
+                    // call for the one-letter keys every send carries.
+                    &[letter] => self.text.push(char::from(letter)),
+                    _ => self.text.push_str(key),
+                }
                 self.push_span(key, key_at, value_at, value_len);
             }
         }

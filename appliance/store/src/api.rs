@@ -24,6 +24,17 @@ pub struct IndexUpdatePoint {
 pub trait StoreApi: Send + Sync {
     /// Appends; `on_done` runs exactly once, on any thread.
     fn put(&self, request: PutRequest, on_done: PutCallback);
+    /// [`StoreApi::put`] for a request received at `received_at` (its send-queue wait
+    /// counts from there); stores that do not queue puts ignore it.
+    fn put_received(
+        &self,
+        request: PutRequest,
+        received_at: std::time::Instant,
+        on_done: PutCallback,
+    ) {
+        let _ = received_at;
+        self.put(request, on_done);
+    }
     /// Reads up to `max_msg_nums` messages of a queue from logical `offset`.
     fn get_message(
         &self,
@@ -133,6 +144,15 @@ pub trait StoreApi: Send + Sync {
 impl StoreApi for MessageStore {
     fn put(&self, request: PutRequest, on_done: PutCallback) {
         MessageStore::put(self, request, on_done);
+    }
+
+    fn put_received(
+        &self,
+        request: PutRequest,
+        received_at: std::time::Instant,
+        on_done: PutCallback,
+    ) {
+        MessageStore::put_received(self, request, received_at, on_done);
     }
 
     fn get_message(

@@ -7,7 +7,8 @@
 
 use crate::error::StoreError;
 use crate::mapped_file::{MapMode, MappedFile, Prepare};
-use crate::util::{java_hash, local_time_file_name};
+use crate::util::local_time_file_name;
+use ringmq_remoting::message::tags::java_string_hash;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ const ENTRY_SIZE: u64 = 20;
 
 /// `indexKeyHashMethod`: |hashCode|, 0 for Integer.MIN_VALUE.
 pub fn index_key_hash(key: &str) -> i32 {
-    let h = java_hash(key).wrapping_abs();
+    let h = java_string_hash(key).wrapping_abs();
     if h < 0 {
         0
     } else {

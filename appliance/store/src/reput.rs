@@ -12,7 +12,7 @@ use crate::consume_queue::ConsumeQueue;
 use crate::error::StoreError;
 use crate::shared::{ArrivalListener, Shared, FLAG_LOGIC_QUEUE_ERROR};
 use crate::types::ArrivalEvent;
-use crate::util::{tags_code, DispatchProperties, FastHash};
+use crate::util::{DispatchProperties, FastHash};
 use ringmq_remoting::message::record::{self, Decoded, StoredRecord, BLANK_MAGIC};
 use ringmq_sync::LockExt;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ pub fn record_tags_code(
         }
         return store_timestamp_ms + 1000;
     }
-    props.tags.map(tags_code).unwrap_or(0)
+    ringmq_remoting::message::tags::tags_code(props.tags)
 }
 
 /// Builds ConsumeQueue and index entries from records; owned by the reput thread (and by
@@ -88,8 +88,8 @@ impl Dispatcher {
         let Some(index) = &self.shared.index else {
             return;
         };
-        let now = Instant::now();
-        if self.index_retry_at.is_some_and(|at| now < at) {
+        // The clock is read only while a failed index write waits for its retry.
+        if self.index_retry_at.is_some_and(|at| Instant::now() < at) {
             self.index_skipped_records += 1;
             return;
         }
@@ -125,7 +125,8 @@ impl Dispatcher {
                     );
                 }
                 self.index_skipped_records += 1;
-                self.index_retry_at = Some(now + Duration::from_millis(INDEX_RETRY_INTERVAL_MS));
+                self.index_retry_at =
+                    Some(Instant::now() + Duration::from_millis(INDEX_RETRY_INTERVAL_MS));
             }
         }
     }
@@ -179,9 +180,12 @@ impl Dispatcher {
                 tags,
                 rec.queue_offset,
             )?;
-            self.shared
-                .checkpoint_logics_ts
-                .fetch_max(rec.store_timestamp_ms, Ordering::AcqRel);
+            // Hundreds of records share each millisecond: a load skips the atomic
+            // read-modify-write for all but the first of them.
+            let logics_ts = &self.shared.checkpoint_logics_ts;
+            if rec.store_timestamp_ms > logics_ts.load(Ordering::Acquire) {
+                logics_ts.fetch_max(rec.store_timestamp_ms, Ordering::AcqRel);
+            }
         }
         if tx != record::TRANSACTION_ROLLBACK_TYPE {
             self.build_index(topic, rec, &props);

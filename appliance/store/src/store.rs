@@ -120,6 +120,18 @@ impl MessageStore {
     /// Stores one or more pre-encoded records for a topic-queue. `on_done` runs exactly once,
     /// on a stage thread (after the flush under SYNC_FLUSH) or inline for refusals.
     pub fn put(&self, req: PutRequest, on_done: Box<dyn FnOnce(PutResult) + Send>) {
+        self.put_received(req, Instant::now(), on_done);
+    }
+
+    /// [`MessageStore::put`] for a request received at `received_at`: its wait in the send
+    /// queue (`waitTimeMillsInSendQueue`) counts from there, so a network core passes the
+    /// clock reading it already took instead of reading it again for every put.
+    pub fn put_received(
+        &self,
+        req: PutRequest,
+        received_at: Instant,
+        on_done: Box<dyn FnOnce(PutResult) + Send>,
+    ) {
         let s = self.shared();
         s.metrics.put_requests.fetch_add(1, Ordering::Relaxed);
         if s.stopping.load(Ordering::Acquire) {
@@ -165,7 +177,7 @@ impl MessageStore {
         let msg = AppendMsg::Put {
             req,
             done: Done::new(on_done),
-            enqueued: Instant::now(),
+            enqueued: received_at,
         };
         let msg = match s.core_ports.get() {
             Some(ports) => match ports.submit(msg) {

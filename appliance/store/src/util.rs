@@ -1,50 +1,18 @@
-//! Small helpers the stages share: Java `String.hashCode`, property lookup in a raw
-//! property string, clocks, local-time file names, thread pinning, memory and disk usage.
+//! Small helpers the stages share: property lookup in a raw property string, clocks,
+//! local-time file names, thread pinning, memory and disk usage.
 
 use std::path::Path;
+
+use ringmq_remoting::message::properties;
 
 /// Hasher of the maps the store looks up per record (queue offsets on the append stage,
 /// ConsumeQueues on the reput stage): foldhash, randomly seeded per process, not SipHash.
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
-/// Java `String.hashCode` over UTF-16 code units (tagsCode, index key hash).
-pub fn java_hash(s: &str) -> i32 {
-    if s.is_ascii() {
-        // One UTF-16 unit per byte: the common case (topics, tags, keys) without the
-        // UTF-16 encoder.
-        return s
-            .bytes()
-            .fold(0i32, |h, b| h.wrapping_mul(31).wrapping_add(i32::from(b)));
-    }
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-}
-
-/// tagsCode of a TAGS value (sign-extended `hashCode`).
-pub fn tags_code(tags: &str) -> i64 {
-    i64::from(java_hash(tags))
-}
-
 /// Looks up `name` in a raw property string (`name 0x01 value 0x02 ...`). Pieces without
 /// a separator or with an empty name/value are skipped; a later duplicate wins.
 pub fn property<'a>(props: &'a [u8], name: &str) -> Option<&'a str> {
-    let mut found = None;
-    for (k, v) in property_pairs(props) {
-        if k == name.as_bytes() {
-            found = std::str::from_utf8(v).ok();
-        }
-    }
-    found
-}
-
-/// The `name 0x01 value` pairs of a raw property string, by [`property`]'s rules: pieces
-/// without a separator or with an empty name or value are skipped.
-fn property_pairs(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    props.split(|b| *b == 0x02).filter_map(|piece| {
-        let sep = piece.iter().position(|b| *b == 0x01)?;
-        let (k, v) = (&piece[..sep], &piece[sep + 1..]);
-        (!k.is_empty() && !v.is_empty()).then_some((k, v))
-    })
+    properties::find_bytes(props, name.as_bytes()).and_then(|v| std::str::from_utf8(v).ok())
 }
 
 /// The properties dispatch reads from every record (tagsCode, index keys, delay level),
@@ -60,7 +28,7 @@ pub struct DispatchProperties<'a> {
 impl<'a> DispatchProperties<'a> {
     pub fn parse(props: &'a [u8]) -> Self {
         let mut found = Self::default();
-        for (k, v) in property_pairs(props) {
+        for (k, v) in properties::iter_bytes(props) {
             let slot = match k {
                 b"TAGS" => &mut found.tags,
                 b"KEYS" => &mut found.keys,
@@ -250,29 +218,10 @@ mod tests {
     }
 
     #[test]
-    fn java_hash_of_ascii_and_non_ascii_matches_java() {
-        // Values of Java's "...".hashCode().
-        assert_eq!(java_hash(""), 0);
-        assert_eq!(java_hash("TagA"), 2_598_919);
-        assert_eq!(java_hash("TopicTest#OrderID188"), -1_231_271_670);
-        assert_eq!(java_hash("é"), 233);
-        assert_eq!(java_hash("😀"), 1_772_899);
-    }
-
-    #[test]
     fn disk_usage_is_a_percentage() {
         let p = disk_used_percent(Path::new("/")).unwrap();
         assert!(p <= 100);
         assert_eq!(disk_used_percent(Path::new("/no/such/dir/ringmq")), None);
-    }
-
-    #[test]
-    fn java_hash_matches_java() {
-        assert_eq!(java_hash("TagA"), 2_598_919);
-        assert_eq!(java_hash(""), 0);
-        // "polygenelubricants".hashCode() == Integer.MIN_VALUE in Java.
-        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
-        assert_eq!(java_hash("\u{1F600}"), 1_772_899);
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub fn process(
     rc: &RequestContext,
     queued_ms: u64,
 ) -> Reply {
-    let started = std::time::Instant::now();
+    let started = rc.received_at();
     // The header first: a malformed send is refused naming its field on any broker.
     let header = match SendMessageHeaderRef::decode_for_code(request.code, &request.ext_fields) {
         Ok(h) => h,
@@ -112,8 +112,9 @@ pub fn process(
     let response_queue_id = prepared.response_queue_id;
     if oneway {
         let ctx_ow = ctx.clone();
-        ctx.store.put(
+        ctx.store.put_received(
             put,
+            started,
             Box::new(move |result: PutResult| {
                 if result.status_is_stored() {
                     ctx_ow.metrics.record_put(
@@ -140,8 +141,9 @@ pub fn process(
     let sizes = prepared.sizes;
     let uniq_key = prepared.uniq_key;
     let recall_handle = prepared.recall_handle;
-    ctx.store.put(
+    ctx.store.put_received(
         put,
+        started,
         Box::new(move |result: PutResult| {
             let command = put_response(
                 &ctx2,

@@ -94,12 +94,6 @@ pub fn magic_ok(magic: i32) -> bool {
     (magic | 0xF) == 0xF
 }
 
-/// Java's `String.hashCode` (over UTF-16 code units, wrapping).
-pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-}
-
 /// The log: its segments by start offset and the append position.
 pub struct TimerLog {
     dir: PathBuf,

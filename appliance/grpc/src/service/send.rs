@@ -11,6 +11,7 @@ use ringmq_remoting::header::send::{RecallMessageRequestHeader, SendMessageReque
 use ringmq_remoting::message::batch::encode_batch_item;
 use ringmq_remoting::message::id::decode_offset_msg_id;
 use ringmq_remoting::message::properties::keys;
+use ringmq_remoting::message::tags::java_string_hash;
 use ringmq_remoting::{RemotingCommand, ResponseCode};
 
 use super::route::topic_message_type;
@@ -90,7 +91,7 @@ async fn try_send(
         return Err(status(Code::Forbidden, "no writable queue"));
     }
     let queue_id = match (&out[..], out[0].message_group.as_deref()) {
-        ([_], Some(group)) => consistent_hash(i64::from(java_hash(group)), queues),
+        ([_], Some(group)) => consistent_hash(i64::from(java_string_hash(group)), queues),
         _ => {
             let n = inner.next_queue.fetch_add(1, Ordering::Relaxed);
             i32::try_from(n % queues as usize).unwrap_or(0)
@@ -295,12 +296,6 @@ fn entries(
         .collect()
 }
 
-/// Java's `String.hashCode` over UTF-16 units.
-pub(crate) fn java_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
-}
-
 /// Guava's `Hashing.consistentHash(long, int)`: the bucket in `0..buckets` for `input`.
 pub(crate) fn consistent_hash(input: i64, buckets: i32) -> i32 {
     assert!(buckets > 0, "consistent_hash needs at least one bucket");
@@ -326,9 +321,9 @@ mod tests {
 
     #[test]
     fn java_string_hashes_match_java() {
-        assert_eq!(java_hash(""), 0);
-        assert_eq!(java_hash("a"), 97);
-        assert_eq!(java_hash("order-1"), -1_207_111_310);
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("order-1"), -1_207_111_310);
     }
 
     #[test]

@@ -259,17 +259,27 @@ impl<'a> Iterator for PropertyIter<'a> {
     type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
+        // Each byte is looked at once: the first separator of either kind decides whether
+        // the piece has a name (0x01 first) or is skipped whole (0x02 first, or none).
+        // This runs for every stored record (dispatch reads its tags and keys).
         while !self.rest.is_empty() {
-            let (piece, rest) = match self.rest.iter().position(|&b| b == PROPERTY_SEPARATOR) {
-                Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
-                None => (self.rest, &self.rest[self.rest.len()..]),
+            let rest = self.rest;
+            let Some(at) = memchr::memchr2(NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, rest) else {
+                self.rest = &rest[rest.len()..];
+                return None;
             };
-            self.rest = rest;
-            if let Some(sep) = piece.iter().position(|&b| b == NAME_VALUE_SEPARATOR) {
-                let (key, value) = (&piece[..sep], &piece[sep + 1..]);
-                if !key.is_empty() && !value.is_empty() {
-                    return Some((key, value));
-                }
+            if rest[at] == PROPERTY_SEPARATOR {
+                self.rest = &rest[at + 1..];
+                continue;
+            }
+            let (key, after) = (&rest[..at], &rest[at + 1..]);
+            let (value, next) = match memchr::memchr(PROPERTY_SEPARATOR, after) {
+                Some(end) => (&after[..end], &after[end + 1..]),
+                None => (after, &after[after.len()..]),
+            };
+            self.rest = next;
+            if !key.is_empty() && !value.is_empty() {
+                return Some((key, value));
             }
         }
         None
@@ -286,11 +296,15 @@ pub fn iter_bytes(properties: &[u8]) -> PropertyIter<'_> {
 /// point is a char boundary and the pieces stay `&str`.
 pub fn iter(properties: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
     iter_bytes(properties.as_bytes()).map(|(k, v)| {
-        // Both slices are bounded by ASCII separators or the ends of a valid &str.
-        (
-            std::str::from_utf8(k).unwrap_or_default(),
-            std::str::from_utf8(v).unwrap_or_default(),
-        )
+        // SAFETY: both slices are cut from a valid `&str` only at its ends or next to the
+        // ASCII separators 0x01 and 0x02. An ASCII byte is never part of a multi-byte
+        // sequence, so every cut is a char boundary and each slice is valid UTF-8.
+        unsafe {
+            (
+                std::str::from_utf8_unchecked(k),
+                std::str::from_utf8_unchecked(v),
+            )
+        }
     })
 }
 
@@ -541,6 +555,27 @@ impl<'a> FromIterator<(&'a str, &'a str)> for MessageProperties {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// [`iter_bytes`] by its definition: split on 0x02, then each piece at its first 0x01.
+    fn pairs_by_definition(props: &[u8]) -> Vec<(&[u8], &[u8])> {
+        props
+            .split(|&b| b == PROPERTY_SEPARATOR)
+            .filter_map(|piece| {
+                let sep = piece.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+                let (k, v) = (&piece[..sep], &piece[sep + 1..]);
+                (!k.is_empty() && !v.is_empty()).then_some((k, v))
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn pairs_match_the_split_definition(
+            props in proptest::collection::vec(prop_oneof![Just(1u8), Just(2u8), Just(b'k')], 0..40)
+        ) {
+            prop_assert_eq!(iter_bytes(&props).collect::<Vec<_>>(), pairs_by_definition(&props));
+        }
+    }
 
     /// The §5.6 worked example's property block (62 bytes).
     const EXAMPLE: &str =

@@ -557,6 +557,9 @@ pub struct RequestContext {
     oneway: Cell<bool>,
     code: Cell<i32>,
     responder: Cell<ResponderState>,
+    /// When the request's frame was read: the start of the core's loop pass that decoded
+    /// it (off a core, when its context was built).
+    received_at: Cell<Instant>,
 }
 
 impl RequestContext {
@@ -610,6 +613,13 @@ impl RequestContext {
     pub fn core_index(&self) -> usize {
         self.core.shared.index
     }
+
+    /// When the request was received: the start of the loop pass that read its frame.
+    /// Handlers time the request from here (RPC latency, the send-queue wait) instead of
+    /// reading the clock again; every request of one pass shares this one reading.
+    pub fn received_at(&self) -> Instant {
+        self.received_at.get()
+    }
 }
 
 /// Contexts for requests that do not come from a socket: the reader of a core with no
@@ -636,6 +646,8 @@ impl RequestContext {
             oneway: Cell::new(request.is_oneway()),
             code: Cell::new(request.code),
             responder: Cell::new(responder),
+            // An off-core context has no loop pass whose clock it could share.
+            received_at: Cell::new(Instant::now()),
         }
     }
 
@@ -715,6 +727,7 @@ fn dispatch(core: &CoreLocal, conn: &ConnLocal, ctx: &RequestContext, cmd: Remot
     ctx.oneway.set(oneway);
     ctx.code.set(code);
     ctx.responder.set(ResponderState::Available);
+    ctx.received_at.set(core.now());
     let reply = catch_unwind(AssertUnwindSafe(|| core.handler.handle(cmd, ctx)));
     let taken = ctx.responder.get() == ResponderState::Taken;
     let answer = match reply {
@@ -795,6 +808,7 @@ pub(crate) async fn run_reader(
         oneway: Cell::new(false),
         code: Cell::new(0),
         responder: Cell::new(ResponderState::Available),
+        received_at: Cell::new(core.now()),
     };
     let mut receiver = match tls {
         None => SocketReceiver::new(core.clone(), stream),
