@@ -602,7 +602,9 @@ impl BrokerMetrics {
             response_code,
             long_polling,
         };
-        if !slot.rpc.contains_key(&key) && slot.rpc.len() >= MAX_RPC_SERIES_PER_SLOT {
+        // The bound is checked first: below it (always, but for a flood of odd codes) a
+        // record costs one map lookup, not two.
+        if slot.rpc.len() >= MAX_RPC_SERIES_PER_SLOT && !slot.rpc.contains_key(&key) {
             key = RpcKey {
                 request_code: i32::MIN,
                 response_code: i32::MIN,
