@@ -369,7 +369,6 @@ pub(crate) fn encode_copy(
         sys_flag: rec.sys_flag,
         records,
         record_count: 1,
-        keys: props.get(keys::KEYS).map(str::to_string),
         wait_store_msg_ok: false,
     })
 }

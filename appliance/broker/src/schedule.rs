@@ -487,14 +487,12 @@ impl Shared {
             );
             return Step::Skipped;
         }
-        let keys_prop = props.get(keys::KEYS).map(str::to_string);
         let request = PutRequest {
             topic: real_topic.clone(),
             queue_id: real_qid,
             sys_flag: rec.sys_flag,
             records,
             record_count: 1,
-            keys: keys_prop,
             wait_store_msg_ok: false,
         };
         let (tx, rx) = mpsc::channel::<PutResult>();

@@ -1020,7 +1020,6 @@ impl TimerMessageStore {
             sys_flag: r.sys_flag,
             records,
             record_count: 1,
-            keys: props.get(keys::KEYS).map(str::to_string),
             wait_store_msg_ok: false,
         };
         Some((request, topic, real_topic, due_ms))
@@ -1035,7 +1034,6 @@ fn copy_request(r: &PutRequest) -> PutRequest {
         sys_flag: r.sys_flag,
         records: r.records.clone(),
         record_count: r.record_count,
-        keys: r.keys.clone(),
         wait_store_msg_ok: r.wait_store_msg_ok,
     }
 }

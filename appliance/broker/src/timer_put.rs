@@ -272,7 +272,6 @@ pub fn broker_timer_put(
         sys_flag: 0,
         records,
         record_count: 1,
-        keys: None,
         wait_store_msg_ok: true,
     };
     Ok((parked, put))

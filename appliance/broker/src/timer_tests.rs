@@ -94,7 +94,6 @@ fn put_record(store: &MemStore, topic: &str, qid: i32, props: &MessageProperties
             sys_flag: 0,
             records,
             record_count: 1,
-            keys: None,
             wait_store_msg_ok: true,
         },
         Box::new(move |r| {

@@ -129,7 +129,6 @@ pub fn encode_op_record(
         sys_flag: 0,
         records,
         record_count: 1,
-        keys: None,
         wait_store_msg_ok: false,
     })
 }
@@ -184,7 +183,6 @@ pub(crate) fn copy_record(
         sys_flag,
         records,
         record_count: 1,
-        keys: properties.get(keys::KEYS).map(str::to_string),
         wait_store_msg_ok: false,
     })
 }

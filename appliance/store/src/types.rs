@@ -84,8 +84,6 @@ pub struct PutRequest {
     pub sys_flag: i32,
     pub records: BytesMut,
     pub record_count: u32,
-    /// `KEYS` of the message (informational; the index reads keys from the record).
-    pub keys: Option<String>,
     /// The `WAIT` property (waitStoreMsgOK): when false a SYNC_FLUSH put completes at append.
     pub wait_store_msg_ok: bool,
 }
@@ -105,7 +103,6 @@ impl PutRequest {
             sys_flag,
             records,
             record_count,
-            keys: None,
             wait_store_msg_ok: true,
         }
     }

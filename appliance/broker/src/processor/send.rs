@@ -49,7 +49,6 @@ struct Prepared {
     uniq_key: Option<String>,
     /// The recall handle of a parked timer message (single sends only, as upstream).
     recall_handle: Option<String>,
-    keys: Option<String>,
     wait_store_msg_ok: bool,
 }
 
@@ -100,7 +99,6 @@ pub fn process(
         sys_flag: prepared.sys_flag,
         records: prepared.records,
         record_count: prepared.record_count,
-        keys: prepared.keys,
         wait_store_msg_ok: prepared.wait_store_msg_ok,
     };
     let topic_for_log = if oneway {
@@ -363,8 +361,7 @@ fn prepare_single(
     let response_queue_id = queue_id;
     let raw = header.properties_or_empty();
     // One pass over the properties for everything the broker reacts to.
-    let (mut uniq, mut delay, mut tran, mut pop_ck, mut keys_prop, mut wait) =
-        (None, None, false, false, None, true);
+    let (mut uniq, mut delay, mut tran, mut pop_ck, mut wait) = (None, None, false, false, true);
     let mut timer_seen = false;
     for (k, v) in properties::iter(raw) {
         match k {
@@ -373,7 +370,6 @@ fn prepare_single(
             keys::DELAY => delay = Some(v),
             keys::TRAN_MSG => tran = v.eq_ignore_ascii_case("true"),
             keys::POP_CK => pop_ck = true,
-            keys::KEYS => keys_prop = Some(v),
             keys::WAIT => wait = !v.eq_ignore_ascii_case("false"),
             _ => {}
         }
@@ -394,7 +390,6 @@ fn prepare_single(
             .lock_unpoisoned()
             .next_id(crate::persist::now_ms()),
     };
-    let keys_owned = keys_prop.map(str::to_string);
 
     // Retry topic: DLQ when the message has been reconsumed too often (or the group holds
     // orderly locks).
@@ -542,7 +537,6 @@ fn prepare_single(
         sizes: Vec::new(),
         uniq_key: Some(uniq_key),
         recall_handle,
-        keys: keys_owned,
         wait_store_msg_ok: wait,
     })
 }
@@ -632,7 +626,6 @@ fn prepare_batch(
         sizes,
         uniq_key,
         recall_handle: None,
-        keys: None,
         wait_store_msg_ok: wait,
     })
 }
