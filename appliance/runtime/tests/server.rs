@@ -29,6 +29,7 @@ const HOLD: i32 = 104;
 const REMEMBER_CONN: i32 = 105;
 const EXTRA_BODY: i32 = 106;
 const SPIN_2MS: i32 = 107;
+const RECEIVED_AT: i32 = 108;
 
 const BIG_BODY_BYTES: usize = 64 * 1024;
 
@@ -123,6 +124,8 @@ struct TestHandler {
     closed: AtomicUsize,
     held: Mutex<Vec<Responder>>,
     remembered: Mutex<Option<Connection>>,
+    /// `(received_at, handled_at)` of each RECEIVED_AT request.
+    received: Mutex<Vec<(Instant, Instant)>>,
 }
 
 impl TestHandler {
@@ -135,6 +138,7 @@ impl TestHandler {
             closed: AtomicUsize::new(0),
             held: Mutex::new(Vec::new()),
             remembered: Mutex::new(None),
+            received: Mutex::new(Vec::new()),
         })
     }
 }
@@ -193,6 +197,11 @@ impl RequestHandler for TestHandler {
                     Bytes::from_static(b"-tail"),
                 ],
             )),
+            RECEIVED_AT => {
+                let times = (ctx.received_at(), Instant::now());
+                self.received.lock().unwrap().push(times);
+                Reply::Now(request.response_to(0, None).into())
+            }
             SPIN_2MS => {
                 // A misbehaving handler hogging its core: what the stall counter is for.
                 let until = Instant::now() + Duration::from_millis(2);
@@ -579,6 +588,40 @@ fn slow_reader_does_not_stall_other_connections_on_its_core(mode: NetMode) {
         "the slow client should have been blocked by the server not reading"
     );
     mode.assert_in_effect(&server);
+    server.shutdown();
+}
+
+/// A request's receive time is the clock reading of the core pass that read its frame:
+/// never before the client sent it (a stale reading from an idle core would be), never
+/// after its handler ran.
+#[test]
+fn a_request_is_timed_from_the_pass_that_read_it() {
+    init_tracing();
+    let handler = TestHandler::new(100);
+    let server = Server::start(config("received_at"), handler.clone()).expect("start");
+    let mut c = Client::connect(server.local_addr());
+    for i in 0..20 {
+        if i % 5 == 4 {
+            // Let the core go idle, so the next request starts a pass of its own.
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        let sent = Instant::now();
+        c.call(&request(RECEIVED_AT, i, SerializeType::Json));
+        let answered = Instant::now();
+        let (received_at, handled_at) = handler.received.lock().unwrap().pop().unwrap();
+        assert!(
+            sent <= received_at,
+            "request {i} timed from before it was sent"
+        );
+        assert!(
+            received_at <= handled_at,
+            "request {i} received after it was handled"
+        );
+        assert!(
+            handled_at <= answered,
+            "request {i} handled after its answer arrived"
+        );
+    }
     server.shutdown();
 }
 
