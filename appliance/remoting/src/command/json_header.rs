@@ -231,6 +231,16 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
     out.put_u8(b'"');
 }
 
+/// The value of one hexadecimal digit.
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
 /// Bytes the word-at-a-time scan covers before it hands a long string to `memchr2`.
 const SHORT_SCAN_BYTES: usize = 64;
 
@@ -438,6 +448,10 @@ impl<'a> Reader<'a> {
                         Some(b'r') => b'\r',
                         Some(b't') => b'\t',
                         Some(b'u') => {
+                            if let Some(byte) = self.ascii_escape() {
+                                text.push(byte);
+                                continue;
+                            }
                             let ch = self.unicode_escape()?;
                             let mut utf8 = [0u8; 4];
                             text.extend_from_slice(ch.encode_utf8(&mut utf8).as_bytes());
@@ -458,6 +472,21 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+    }
+
+    /// The ASCII character of a `\u00XX` escape below U+0080 (the cursor after the `u`),
+    /// consuming it; `None`, consuming nothing, for anything else. Every property string a
+    /// Java client sends has two of these per property (`\u0001`, `\u0002`).
+    fn ascii_escape(&mut self) -> Option<u8> {
+        let &[b'0', b'0', high, low] = self.buf.get(self.pos..self.pos + 4)? else {
+            return None;
+        };
+        let value = hex_digit(high)? << 4 | hex_digit(low)?;
+        if value >= 0x80 {
+            return None;
+        }
+        self.pos += 4;
+        Some(value)
     }
 
     /// Decodes the `XXXX` after `\u` (and a following `\uXXXX` low surrogate when the first
@@ -485,11 +514,8 @@ impl<'a> Reader<'a> {
     fn hex4(&mut self) -> Result<u32, HeaderDecodeError> {
         let mut value = 0u32;
         for _ in 0..4 {
-            let digit = match self.next_byte() {
-                Some(b @ b'0'..=b'9') => b - b'0',
-                Some(b @ b'a'..=b'f') => b - b'a' + 10,
-                Some(b @ b'A'..=b'F') => b - b'A' + 10,
-                _ => return Err(self.error("invalid \\u escape in JSON string")),
+            let Some(digit) = self.next_byte().and_then(hex_digit) else {
+                return Err(self.error("invalid \\u escape in JSON string"));
             };
             value = value << 4 | u32::from(digit);
         }
@@ -786,6 +812,25 @@ mod tests {
                 std::str::from_utf8(&out).unwrap(),
                 escaped_by_definition(&text)
             );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn extfields_round_trip_through_the_wire_form(
+            entries in proptest::collection::vec(
+                ("[a-n]|\\PC{1,8}", "(\\PC|[\\x00-\\x1f\\u{80}-\\u{9f}\\u{2028}\"\\\\])*"),
+                0..12,
+            )
+        ) {
+            let mut cmd = RemotingCommand::request(310, 1);
+            for (key, value) in &entries {
+                cmd.ext_fields.insert_str(key, value);
+            }
+            let mut out = BytesMut::new();
+            write(&cmd, &mut out);
+            let back = read(&out).unwrap();
+            proptest::prop_assert_eq!(back.ext_fields, cmd.ext_fields);
         }
     }
 
