@@ -1,5 +1,16 @@
 //! Numbers as the protocol writes them into `extFields`: decimal text, formatted without
-//! allocating because producers and the broker's send response write several per message.
+//! allocating because producers and the broker's send response write several per message;
+//! and the hexadecimal digits of message ids and JSON `\u` escapes.
+
+/// The value of one hexadecimal digit of either case.
+pub(crate) fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
 
 /// Bytes the longest `i64` takes in decimal (`-9223372036854775808`).
 pub const I64_DECIMAL_BYTES: usize = 20;

@@ -17,6 +17,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::codes::LanguageCode;
 use crate::command::{ExtFields, HeaderDecodeError, RemotingCommand, SerializeType};
+use crate::number::hex_digit;
 
 /// Deepest nesting of unknown values the reader skips before it gives up; bounds the
 /// reader's stack no matter what a peer sends.
@@ -229,16 +230,6 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
     }
     out.put_slice(&bytes[clean_from..]);
     out.put_u8(b'"');
-}
-
-/// The value of one hexadecimal digit.
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// Bytes the word-at-a-time scan covers before it hands a long string to `memchr2`.

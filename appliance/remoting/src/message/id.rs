@@ -12,6 +12,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::number::hex_digit;
+
 /// Hex length of an offsetMsgId / UNIQ_KEY for an IPv4 host.
 pub const MSG_ID_HEX_LEN_V4: usize = 32;
 /// Hex length of an offsetMsgId / UNIQ_KEY for an IPv6 host.
@@ -68,15 +70,6 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    }
-}
-
 /// Decodes hex of either case (Java `UtilAll.string2bytes` upper-cases first) into a
 /// fixed 28-byte buffer; returns the number of bytes (16 or 28).
 fn decode_id_hex(s: &str) -> Result<([u8; 28], usize), MsgIdError> {
@@ -96,8 +89,8 @@ fn decode_id_hex(s: &str) -> Result<([u8; 28], usize), MsgIdError> {
     let bytes = s.as_bytes();
     let mut out = [0u8; 28];
     for (i, slot) in out.iter_mut().enumerate().take(len_bytes) {
-        let hi = hex_val(bytes[2 * i]).unwrap_or(0);
-        let lo = hex_val(bytes[2 * i + 1]).unwrap_or(0);
+        let hi = hex_digit(bytes[2 * i]).unwrap_or(0);
+        let lo = hex_digit(bytes[2 * i + 1]).unwrap_or(0);
         *slot = (hi << 4) | lo;
     }
     Ok((out, len_bytes))
