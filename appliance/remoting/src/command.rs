@@ -395,6 +395,24 @@ impl ExtFields {
         self.live
     }
 
+    /// Removes every entry, keeping the allocated capacity: a request's map can become its
+    /// response's without allocating again.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.spans.clear();
+        self.live = 0;
+        self.dead = 0;
+        self.bloom = 0;
+        self.index = None;
+        self.letters = [0; 2];
+    }
+
+    /// Room for `entries` more entries and `text_bytes` more bytes of keys and values.
+    pub fn reserve(&mut self, entries: usize, text_bytes: usize) {
+        self.spans.reserve(entries);
+        self.text.reserve(text_bytes);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.live == 0
     }
@@ -625,6 +643,28 @@ pub mod json_header;
 #[cfg(test)]
 mod ext_fields_tests {
     use super::ExtFields;
+
+    #[test]
+    fn clear_forgets_every_entry_and_keeps_the_buffers() {
+        let mut f = ExtFields::new();
+        for i in 0..40 {
+            // Past the index threshold, with one-letter keys among them.
+            f.insert_str(&format!("key{i}"), "v");
+        }
+        f.insert_str("a", "1");
+        let text_capacity = f.text.capacity();
+        f.clear();
+        assert!(f.is_empty());
+        assert_eq!(f.iter().count(), 0);
+        assert_eq!(f.get("a"), None);
+        assert_eq!(f.get("key7"), None);
+        assert_eq!(f.text.capacity(), text_capacity);
+        f.insert_str("a", "2");
+        f.insert_str("msgId", "X");
+        assert_eq!(f.get("a"), Some("2"));
+        assert_eq!(f.get("msgId"), Some("X"));
+        assert_eq!(f, [("a", "2"), ("msgId", "X")].into_iter().collect());
+    }
 
     #[test]
     fn insert_with_appends_in_place_and_a_failed_write_changes_nothing() {

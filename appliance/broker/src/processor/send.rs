@@ -55,7 +55,7 @@ struct Prepared {
 /// Processes a send request that waited `queued_ms` before reaching this processor.
 pub fn process(
     ctx: &Arc<BrokerContext>,
-    request: RemotingCommand,
+    mut request: RemotingCommand,
     rc: &RequestContext,
     queued_ms: u64,
 ) -> Reply {
@@ -92,7 +92,11 @@ pub fn process(
         || ctx.topics.is_system_topic(header.topic),
     );
     let request_code = request.code;
-    let response = request.response_to(ResponseCode::Success.code(), None);
+    let mut response = request.response_to(ResponseCode::Success.code(), None);
+    // The request's extFields map becomes the response's (the header borrowed from it is
+    // no longer used): its two buffers are reused instead of allocated per answer.
+    response.ext_fields = std::mem::take(&mut request.ext_fields);
+    response.ext_fields.clear();
     let put = PutRequest {
         topic: prepared.topic,
         queue_id: prepared.queue_id,
@@ -726,7 +730,7 @@ fn put_response(
         }
         let region = ctx.config.region_id.as_str();
         let f = &mut response.ext_fields;
-        *f = ringmq_remoting::ExtFields::with_capacities(
+        f.reserve(
             7,
             msg_id.len()
                 + region.len()
