@@ -710,9 +710,9 @@ fn put_response(
         return response;
     }
     // This runs for every send, on the network core that owns the connection (the store
-    // hands completions back to it): the header is built from borrowed text into one
-    // pre-sized map, with the id and numbers formatted in scratch space, so the response
-    // allocates only the map itself.
+    // hands completions back to it): the header is built from borrowed text into the
+    // request's map (cleared in `process`), with the id and numbers formatted in scratch
+    // space, so the response allocates nothing unless the map must grow.
     MSG_ID_SCRATCH.with(|scratch| {
         let mut msg_id = scratch.borrow_mut();
         msg_id.clear();
