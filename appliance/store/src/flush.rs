@@ -6,8 +6,11 @@
 //! SYNC_FLUSH: waiters arrive from the append stage in batches, ordered by target offset.
 //! mmap: whenever the worker is idle and bytes are unflushed, the coordinator starts a
 //! flush up to the current max offset; while it runs, new waiters pile up and form the
-//! next group, so there is no sleep between groups and the group size adapts to the
-//! disk's fsync latency. Direct: the worker writes appended bytes as they come (the append
+//! next group, which the worker flushes as soon as the running flush ends (it reports
+//! each flush and goes on while bytes are unflushed), so there is no sleep between groups
+//! and the group size adapts to the disk's fsync latency. The append stage starts the
+//! writeback of each batch's whole pages at once, so a flush mostly waits for writes
+//! already under way. Direct: the worker writes appended bytes as they come (the append
 //! stage wakes it after each batch); the coordinator hands it a durable request for the
 //! current max offset as soon as new waiters arrive, and the worker keeps writing while an
 //! fdatasync runs and covers every request that arrived meanwhile with the next one. Either
@@ -204,7 +207,11 @@ impl Coordinator {
                 store_timestamp_ms,
                 result,
                 elapsed_us,
-            } => self.on_synced(target, store_timestamp_ms, result, elapsed_us),
+                continuing,
+            } => {
+                self.on_synced(target, store_timestamp_ms, result, elapsed_us);
+                self.in_flight = continuing;
+            }
             FlushMsg::Shutdown(tx) => self.shutting = Some(tx),
         }
     }
@@ -396,34 +403,57 @@ pub(crate) fn run_worker(
     }
     crate::util::pin_current_thread(shared.config.flush_core, "flush-worker");
     let sync = shared.config.flush_disk_type == FlushDiskType::SyncFlush;
-    while let Ok(job) = jobs.recv() {
-        let t0 = Instant::now();
-        let from = shared.log.flushed_offset();
-        let result = if job.target <= from {
-            Ok(())
-        } else {
-            flush_mapped(&shared, from, job.target)
-        };
-        if result.is_ok() && job.target > from {
-            mark_segments_flushed(&shared, from, job.target, false);
-            shared.log.set_flushed_offset(job.target);
-            if sync {
-                shared.wake_reput();
+    while let Ok(mut job) = jobs.recv() {
+        loop {
+            let t0 = Instant::now();
+            let from = shared.log.flushed_offset();
+            let result = if job.target <= from {
+                Ok(())
+            } else {
+                flush_mapped(&shared, from, job.target)
+            };
+            if result.is_ok() && job.target > from {
+                mark_segments_flushed(&shared, from, job.target, false);
+                shared.log.set_flushed_offset(job.target);
+                if sync {
+                    shared.wake_reput();
+                }
             }
-        }
-        let elapsed_us = t0.elapsed().as_micros() as u64;
-        if tx
-            .send(FlushMsg::Synced {
+            let elapsed_us = t0.elapsed().as_micros() as u64;
+            // SYNC_FLUSH: what was appended during this flush is flushed next, at once: a
+            // round trip through the coordinator first left the disk idle while both
+            // threads waited for a core on a busy host.
+            let next = match &result {
+                Ok(()) if sync => next_sync_job(&shared, job.target),
+                _ => None,
+            };
+            let synced = FlushMsg::Synced {
                 target: job.target,
                 store_timestamp_ms: job.store_timestamp_ms,
                 result,
                 elapsed_us,
-            })
-            .is_err()
-        {
-            break;
+                continuing: next.is_some(),
+            };
+            if tx.send(synced).is_err() {
+                return;
+            }
+            match next {
+                Some(n) => job = n,
+                None => break,
+            }
         }
     }
+}
+
+/// The flush of the bytes appended past `flushed`, if any (mmap SYNC_FLUSH chaining).
+fn next_sync_job(shared: &Shared, flushed: u64) -> Option<FlushJob> {
+    // The store time first, as the coordinator reads it (see `Coordinator::dispatch`).
+    let store_timestamp_ms = shared.log.last_store_timestamp_ms();
+    let max = shared.log.max_offset();
+    (max > flushed).then_some(FlushJob {
+        target: max,
+        store_timestamp_ms,
+    })
 }
 
 /// A durable request the direct worker has not satisfied yet.
@@ -482,6 +512,7 @@ fn run_direct_worker(
                 store_timestamp_ms: 0,
                 result: Err(e.to_string()),
                 elapsed_us: flusher.last_sync_us(),
+                continuing: false,
             };
             if tx.send(msg).is_err() {
                 return;
@@ -538,6 +569,7 @@ fn report_synced(
         store_timestamp_ms,
         result: Ok(()),
         elapsed_us: flusher.last_sync_us(),
+        continuing: false,
     })
     .is_ok()
 }

@@ -483,6 +483,32 @@ impl MappedFile {
             .map_err(|e| StoreError::io("pwrite", &self.path, e))
     }
 
+    /// Starts writeback of the dirty pages in `[from, to)` without waiting for it
+    /// (sync_file_range WRITE), so a later flush of the range finds them written or on
+    /// their way. Advisory: a failure is only logged here, and the flush that follows
+    /// (msync) reports any I/O error that matters.
+    pub fn start_writeback(&self, from: u64, to: u64) {
+        if to <= from {
+            return;
+        }
+        // SAFETY: a plain syscall on our own fd; it reads no user memory.
+        let rc = unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                from as libc::off64_t,
+                (to - from) as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        if rc != 0 {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                path = %self.path.display(),
+                "starting writeback (sync_file_range) failed; the next flush writes the pages"
+            );
+        }
+    }
+
     /// [`write_through`](Self::write_through) of several buffers laid end to end from `pos`,
     /// in as few pwritev calls as IOV_MAX allows: the append stage writes a whole batch of
     /// puts with one syscall, so the page cache's per-call work (folio lookup, block

@@ -177,6 +177,9 @@ pub(crate) enum FlushMsg {
         store_timestamp_ms: i64,
         result: Result<(), String>,
         elapsed_us: u64,
+        /// mmap SYNC_FLUSH: the worker went straight on to flush what was appended
+        /// meanwhile, so a flush is still running.
+        continuing: bool,
     },
     Shutdown(SyncSender<()>),
 }
