@@ -90,7 +90,6 @@ impl Node {
 }
 
 struct Group {
-    dir: TempDir,
     namesrv: ServerProcess,
     controllers: Vec<Option<ServerProcess>>,
     controller_confs: Vec<PathBuf>,
@@ -98,6 +97,9 @@ struct Group {
     controller_addrs: String,
     name: String,
     nodes: Vec<Node>,
+    /// Declared last, so dropped last: every process above is killed (and reaped) before
+    /// the directory goes, and none recreates files in it afterwards.
+    dir: TempDir,
 }
 
 impl Group {

@@ -54,11 +54,13 @@ impl Replica {
 /// A namesrv, a master (brokerId 0) and its slaves, all of one broker name.
 struct ReplicaSet {
     namesrv: ServerProcess,
-    dir: TempDir,
     cluster: String,
     broker_name: String,
     master: Replica,
     slaves: Vec<Replica>,
+    /// Declared last, so dropped last: the brokers are killed (and reaped) before the
+    /// directory goes, and none recreates files in it afterwards.
+    dir: TempDir,
 }
 
 impl ReplicaSet {
