@@ -54,6 +54,13 @@ pub(crate) struct AppendStage {
     /// a roll-over, or when IOV_MAX buffers are waiting).
     pending: Vec<Pending>,
     pending_start: u64,
+    /// mmap ASYNC_FLUSH with inline dispatch: this batch's written bytes, kept (moved, not
+    /// copied) from `written_start` on until the batch is dispatched from them
+    /// (`reput::dispatch_here_or_wake`); cut at a roll-over, where they stop being
+    /// contiguous. Dispatch then reads records still in this core's cache instead of the
+    /// page cache through the mapping.
+    written: Vec<Pending>,
+    written_start: u64,
     /// Set when a write failed during this batch: puts of this batch at or past this offset
     /// failed, and the rest of the batch is refused.
     failed_from: Option<u64>,
@@ -240,6 +247,8 @@ impl AppendStage {
             last_write_error_log: None,
             pending: Vec::new(),
             pending_start: wrote,
+            written: Vec::new(),
+            written_start: wrote,
             failed_from: None,
             next_core: 0,
             flush_stopped: false,
@@ -297,6 +306,8 @@ impl AppendStage {
         mut perf: Option<&mut crate::perf_event::BatchSampler>,
     ) {
         let mut batch = std::mem::take(&mut self.batch);
+        // Normally empty: what a batch that ended early (a panic) kept is stale.
+        self.written.clear();
         // Wait for write-ring room before the batch is timed as lock hold: the wait is
         // the disk's pace, not work on the CommitLog tail.
         self.wait_ring_room(batch_bytes as u64);
@@ -330,6 +341,7 @@ impl AppendStage {
         }
         self.record_batch(held_us, msgs, bytes);
         self.complete(&mut batch, &limits);
+        self.written.clear();
         self.batch = batch;
     }
 
@@ -561,7 +573,15 @@ impl AppendStage {
         }
         if !limits.sync {
             match &self.reput {
-                Some(reput) => crate::reput::dispatch_here_or_wake(reput, &self.shared),
+                Some(reput) => {
+                    let written = self.written.iter().map(Pending::as_slice);
+                    crate::reput::dispatch_here_or_wake(
+                        reput,
+                        &self.shared,
+                        self.written_start,
+                        written,
+                    )
+                }
                 None => self.shared.wake_reput(),
             }
         }
@@ -647,6 +667,26 @@ impl AppendStage {
         Ok(())
     }
 
+    /// After a successful write: keeps the pending bytes for dispatch where the batch is
+    /// dispatched inline and they continue the bytes kept so far; drops them otherwise.
+    fn keep_written(&mut self) {
+        let inline_dispatch = self.reput.is_some() && !self.limits.sync;
+        let kept_end = self.written_start
+            + self
+                .written
+                .iter()
+                .map(|p| p.as_slice().len() as u64)
+                .sum::<u64>();
+        if inline_dispatch && self.written.is_empty() {
+            self.written_start = self.pending_start;
+            self.written.append(&mut self.pending);
+        } else if inline_dispatch && kept_end == self.pending_start {
+            self.written.append(&mut self.pending);
+        } else {
+            self.pending.clear();
+        }
+    }
+
     /// mmap mode: writes the pending bytes into the active segment with pwritev (see
     /// `MappedFile::write_through` for why not through the mapping). On failure the pending
     /// puts are undone: `wrote` and their queue offsets go back, nothing past `wrote` is
@@ -685,7 +725,7 @@ impl AppendStage {
         };
         match res {
             Ok(()) => {
-                self.pending.clear();
+                self.keep_written();
                 Ok(())
             }
             Err(e) => {

@@ -294,6 +294,73 @@ fn roll_over_writes_blank_and_offsets_are_contiguous() {
     store.shutdown();
 }
 
+/// ASYNC_FLUSH/mmap dispatches each batch from the bytes it just wrote (falling back to
+/// the log at a roll-over): with four writers forming multi-put batches across several
+/// segment roll-overs, every record gets exactly one ConsumeQueue unit at its queue
+/// offset, pointing at itself, and exactly one index entry per key.
+#[test]
+fn concurrent_async_batches_dispatch_every_record_once() {
+    const WRITERS: usize = 4;
+    const PER_WRITER: usize = 150;
+    let dir = temp_dir("async-batches");
+    let store =
+        MessageStore::open(config(&dir, FlushDiskType::AsyncFlush, WriteMode::Mmap)).unwrap();
+    std::thread::scope(|sc| {
+        for w in 0..WRITERS {
+            let store = store.clone();
+            sc.spawn(move || {
+                // Up to 32 puts in flight per writer, so the append stage takes batches.
+                let (tx, rx) = std::sync::mpsc::sync_channel(32);
+                for i in 0..PER_WRITER {
+                    if i >= 32 {
+                        let r: ringmq_store::PutResult = rx.recv().unwrap();
+                        assert_eq!(r.status, PutMessageStatus::PutOk);
+                    }
+                    let key = format!("w{w}-{i}");
+                    let body: Vec<u8> = key.bytes().cycle().take(300 + (i * 53) % 700).collect();
+                    let mut b = BytesMut::new();
+                    encode("AB", w as i32, 0, &body, &props(&key, Some("TagA")), &mut b);
+                    let tx = tx.clone();
+                    store.put(
+                        PutRequest::new("AB", w as i32, 0, b, 1),
+                        Box::new(move |r| {
+                            let _ = tx.send(r);
+                        }),
+                    );
+                }
+                for _ in 0..PER_WRITER.min(32) {
+                    assert_eq!(rx.recv().unwrap().status, PutMessageStatus::PutOk);
+                }
+            });
+        }
+    });
+    assert!(std::fs::read_dir(dir.join("commitlog")).unwrap().count() >= 3);
+    for w in 0..WRITERS as i32 {
+        wait_until("dispatch", || {
+            store.max_offset_in_queue("AB", w) == PER_WRITER as i64
+        });
+        let mut next = 0;
+        while next < PER_WRITER as i64 {
+            let g = store.get_message("AB", w, next, 32, 1 << 20, &AcceptAll);
+            assert_eq!(g.status, GetMessageStatus::Found);
+            for (j, m) in g.messages.iter().enumerate() {
+                let r = decode(m);
+                assert_eq!(r.queue_offset, next + j as i64, "unit at its queue offset");
+                assert_eq!(r.queue_id, w);
+                assert_eq!(key_of(&r), format!("w{w}-{}", next + j as i64));
+            }
+            next = g.next_begin_offset;
+        }
+    }
+    for w in 0..WRITERS {
+        for i in (0..PER_WRITER).step_by(7) {
+            let hits = store.query_message("AB", &format!("w{w}-{i}"), 8, 0, i64::MAX);
+            assert_eq!(hits.len(), 1, "one index entry for w{w}-{i}");
+        }
+    }
+    store.shutdown();
+}
+
 /// Puts records of `body_lens` and checks the roll-over invariants: each record inside
 /// one segment, offsets contiguous except for a jump to the next segment start over a
 /// BLANK that fills the rest of the old one, queue offsets 0..n; then again after reopen.
