@@ -56,9 +56,9 @@ pub(crate) struct AppendStage {
     pending_start: u64,
     /// mmap ASYNC_FLUSH with inline dispatch: this batch's written bytes, kept (moved, not
     /// copied) from `written_start` on until the batch is dispatched from them
-    /// (`reput::dispatch_here_or_wake`); cut at a roll-over, where they stop being
-    /// contiguous. Dispatch then reads records still in this core's cache instead of the
-    /// page cache through the mapping.
+    /// (`reput::dispatch_here_or_wake`), as long as each write continues the last (a
+    /// roll-over ends that; dispatch also stops at the BLANK filler). Dispatch then reads
+    /// records still in this core's cache instead of the page cache through the mapping.
     written: Vec<Pending>,
     written_start: u64,
     /// Set when a write failed during this batch: puts of this batch at or past this offset
@@ -715,7 +715,10 @@ impl AppendStage {
                     // SYNC_FLUSH: the disk starts on the batch's whole pages now, while the
                     // running flush still waits, so the next flush mostly waits for writes
                     // already under way (about +5 % msg/s at 1024 in flight on 2 cores). The
-                    // partial last page is left to the next batch, which rewrites it.
+                    // partial last page is left to the next batch or the flush. This runs
+                    // with the tail held, on a network core when the batch runs inline:
+                    // sync_file_range WRITE only queues the pages, but can wait for room
+                    // in a full device queue.
                     let whole_pages_end = (end - a.from_offset()) / OS_PAGE_SIZE * OS_PAGE_SIZE;
                     a.start_writeback(pos / OS_PAGE_SIZE * OS_PAGE_SIZE, whole_pages_end);
                 }

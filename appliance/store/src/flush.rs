@@ -208,10 +208,7 @@ impl Coordinator {
                 result,
                 elapsed_us,
                 continuing,
-            } => {
-                self.on_synced(target, store_timestamp_ms, result, elapsed_us);
-                self.in_flight = continuing;
-            }
+            } => self.on_synced(target, store_timestamp_ms, result, elapsed_us, continuing),
             FlushMsg::Shutdown(tx) => self.shutting = Some(tx),
         }
     }
@@ -222,8 +219,10 @@ impl Coordinator {
         store_timestamp_ms: i64,
         result: Result<(), String>,
         elapsed_us: u64,
+        continuing: bool,
     ) {
-        self.in_flight = false;
+        // A chained mmap flush is still running (`FlushMsg::Synced::continuing`).
+        self.in_flight = continuing;
         self.shared.metrics.record_flush(elapsed_us);
         match result {
             Ok(()) => {

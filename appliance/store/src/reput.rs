@@ -392,8 +392,10 @@ pub(crate) fn dispatch_here_or_wake<'a>(
         }
     };
     let pass = fenced(&mut stage, |stage| {
-        stage.dispatch_written(written_from, written);
-        stage.pass(Pause::HandOver)
+        match stage.dispatch_written(written_from, written) {
+            Some(stalled) => stalled,
+            None => stage.pass(Pause::HandOver),
+        }
     });
     drop(stage);
     match pass {
@@ -465,12 +467,18 @@ impl ReputStage {
     }
 
     /// Dispatches the records of `written` (bytes laid end to end from global offset
-    /// `from`, each buffer whole records) while they continue the dispatch position and
-    /// are confirmed. Stops at the first that does not, or that does not dispatch whole;
-    /// the pass that follows reads on from the log, with its usual stall handling.
-    fn dispatch_written<'a>(&mut self, from: u64, written: impl Iterator<Item = &'a [u8]>) {
+    /// `from`) while they continue the dispatch position and are confirmed. Stops at the
+    /// first buffer that does not, or that does not dispatch whole (a BLANK filler, or a
+    /// slave's replicated piece that ends inside a record); the pass that follows reads on
+    /// from the log. A record that fails is handled as the pass would: the stage stalls
+    /// there (returned as `Some(Pass::Stalled)`) and the reput thread retries it.
+    fn dispatch_written<'a>(
+        &mut self,
+        from: u64,
+        written: impl Iterator<Item = &'a [u8]>,
+    ) -> Option<Pass> {
         if self.offset != from {
-            return;
+            return None;
         }
         let confirm = self.shared.confirm_offset();
         let listeners = self.shared.listeners_snapshot();
@@ -490,11 +498,16 @@ impl ReputStage {
             );
             let (bytes, records, whole) = match chunk {
                 Chunk::Consumed { bytes, records } => (bytes, records, bytes == buf.len() as u64),
-                // The pass reads the rest from the log: it retries a failed record with its
-                // stall handling, and rolls past a BLANK filler.
-                Chunk::Failed { bytes, records, .. } | Chunk::SkipSegment { bytes, records } => {
-                    (bytes, records, false)
+                Chunk::Failed {
+                    bytes,
+                    records,
+                    error,
+                } => {
+                    self.stalled(bytes, records, &error, Pause::HandOver);
+                    return Some(Pass::Stalled);
                 }
+                // The pass rolls past the BLANK filler, reading from the log.
+                Chunk::SkipSegment { bytes, records } => (bytes, records, false),
                 Chunk::NeedBytes(_) => (0, 0, false),
             };
             self.note_progress(records);
@@ -504,6 +517,7 @@ impl ReputStage {
             }
         }
         self.publish();
+        None
     }
 
     /// Dispatches chunk after chunk up to the confirm offset.
