@@ -61,6 +61,8 @@ pub(crate) struct AppendStage {
     /// records still in this core's cache instead of the page cache through the mapping.
     written: Vec<Pending>,
     written_start: u64,
+    /// Where the bytes in `written` end.
+    written_end: u64,
     /// Set when a write failed during this batch: puts of this batch at or past this offset
     /// failed, and the rest of the batch is refused.
     failed_from: Option<u64>,
@@ -249,6 +251,7 @@ impl AppendStage {
             pending_start: wrote,
             written: Vec::new(),
             written_start: wrote,
+            written_end: wrote,
             failed_from: None,
             next_core: 0,
             flush_stopped: false,
@@ -667,21 +670,18 @@ impl AppendStage {
         Ok(())
     }
 
-    /// After a successful write: keeps the pending bytes for dispatch where the batch is
-    /// dispatched inline and they continue the bytes kept so far; drops them otherwise.
-    fn keep_written(&mut self) {
+    /// After a successful write of the pending bytes (up to `end`): keeps them for
+    /// dispatch where the batch is dispatched inline and they continue the bytes kept so
+    /// far; drops them otherwise.
+    fn keep_written(&mut self, end: u64) {
         let inline_dispatch = self.reput.is_some() && !self.limits.sync;
-        let kept_end = self.written_start
-            + self
-                .written
-                .iter()
-                .map(|p| p.as_slice().len() as u64)
-                .sum::<u64>();
         if inline_dispatch && self.written.is_empty() {
             self.written_start = self.pending_start;
+            self.written_end = self.pending_start;
+        }
+        if inline_dispatch && self.written_end == self.pending_start {
             self.written.append(&mut self.pending);
-        } else if inline_dispatch && kept_end == self.pending_start {
-            self.written.append(&mut self.pending);
+            self.written_end = end;
         } else {
             self.pending.clear();
         }
@@ -695,16 +695,15 @@ impl AppendStage {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let mut bufs: Vec<&[u8]> = self.pending.iter().map(Pending::as_slice).collect();
+        let end = self.pending_start + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
         let res = match &self.active {
             Some(a) => {
-                let mut bufs: Vec<&[u8]> = self.pending.iter().map(Pending::as_slice).collect();
                 // End the write on a page boundary with zeros (the file holds zeros past the
                 // log's end anyway, and the next batch overwrites them): a buffered write
                 // that ends inside a page whose blocks are written on disk (warmed
                 // segments, files written by Java) must first read that page, under the
                 // CommitLog tail; a whole-page write needs no read.
-                let end: u64 =
-                    self.pending_start + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
                 let pad = (end.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE - end) as usize;
                 if pad > 0 {
                     bufs.push(&ZERO_PAGE[..pad]);
@@ -728,7 +727,7 @@ impl AppendStage {
         };
         match res {
             Ok(()) => {
-                self.keep_written();
+                self.keep_written(end);
                 Ok(())
             }
             Err(e) => {
