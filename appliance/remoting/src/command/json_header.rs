@@ -162,10 +162,18 @@ static ESCAPE_LEAD: [bool; 256] = {
 /// backslash; BS, TAB, LF, FF, CR as `\b \t \n \f \r`; the other C0 controls, DEL and the
 /// C1 controls (U+007F..U+009F) and U+2028/U+2029 as `\uXXXX` with upper-case hex.
 pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
-    out.put_u8(b'"');
     let bytes = text.as_bytes();
+    // Every string a response carries (keys, msgIds, offsets, region names) is plain
+    // printable ASCII: one reservation and one copy, no per-byte walk.
+    let mut index = clean_prefix_len(bytes);
+    out.reserve(bytes.len() + 2);
+    out.put_u8(b'"');
+    if index == bytes.len() {
+        out.put_slice(bytes);
+        out.put_u8(b'"');
+        return;
+    }
     let mut clean_from = 0;
-    let mut index = 0;
     // Walks bytes, not chars: the characters to escape are all ASCII except U+0080..U+009F
     // (UTF-8 `C2 80..C2 9F`) and U+2028/U+2029 (`E2 80 A8`/`E2 80 A9`), so other non-ASCII
     // bytes are copied with their run like printable ASCII.
@@ -204,20 +212,70 @@ pub(crate) fn write_string(out: &mut BytesMut, text: &str) {
             _ => None,
         };
         match short {
-            Some(letter) => {
-                out.put_u8(b'\\');
-                out.put_u8(letter);
-            }
+            Some(letter) => out.put_slice(&[b'\\', letter]),
             None => {
-                out.put_slice(b"\\u");
-                for shift in [12u32, 8, 4, 0] {
-                    out.put_u8(HEX_UPPER[((unit >> shift) & 0xF) as usize]);
-                }
+                let hex = |shift: u32| HEX_UPPER[((unit >> shift) & 0xF) as usize];
+                out.put_slice(&[b'\\', b'u', hex(12), hex(8), hex(4), hex(0)]);
             }
         }
+        // The plain run up to the next escape (a property value, say) in words.
+        index += clean_prefix_len(&bytes[index..]);
     }
     out.put_slice(&bytes[clean_from..]);
     out.put_u8(b'"');
+}
+
+/// Bit 7 of each byte of a word: where the word-at-a-time scans below report a match.
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+/// 0x01 in each byte of a word.
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// Bit 7 set in the bytes of `word` that are zero. The borrow of the subtraction can only
+/// mark bytes above a true zero, so the lowest marked byte is exact.
+#[inline]
+fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(ONES) & !word & HIGHS
+}
+
+/// Bit 7 set in the bytes of `word` that `write_string` may have to escape: below 0x20,
+/// `"`, `\`, DEL and everything from 0x80 up. Marks may be spurious only above a true
+/// mark (a borrow or carry runs upward), so every byte below the lowest mark is plain.
+#[inline]
+fn escape_candidates(word: u64) -> u64 {
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    let del_or_high = (word | word.wrapping_add(ONES)) & HIGHS;
+    control
+        | del_or_high
+        | zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
+}
+
+/// How many leading bytes of `bytes` are printable ASCII other than `"` and `\`, which
+/// `write_string` copies unchanged; scanned eight bytes at a time (the last word padded
+/// with spaces) instead of one table lookup per byte.
+#[inline]
+fn clean_prefix_len(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let word = match rest.first_chunk::<8>() {
+            Some(chunk) => u64::from_le_bytes(*chunk),
+            // A byte loop, not `copy_from_slice`: a variable-length copy becomes a `memcpy`
+            // call, which costs more than the whole scan of a short key.
+            None => rest
+                .iter()
+                .enumerate()
+                .fold(ONES * u64::from(b' '), |word, (i, &b)| {
+                    word ^ (u64::from(b ^ b' ') << (8 * i))
+                }),
+        };
+        let marks = escape_candidates(word);
+        if marks != 0 {
+            return (at + (marks.trailing_zeros() / 8) as usize).min(bytes.len());
+        }
+        at += 8;
+    }
+    bytes.len()
 }
 
 /// Bytes the word-at-a-time scan covers before it hands a long string to `memchr2`.
@@ -230,17 +288,11 @@ const SHORT_SCAN_BYTES: usize = 64;
 /// bytes at a time in a register, the rest (long properties) by `memchr2`.
 #[inline]
 fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
     let mut at = 0;
     while at + 8 <= bytes.len().min(SHORT_SCAN_BYTES) {
         let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        // A zero byte in `quote` or `backslash` is a match. The borrow of the subtraction
-        // can only mark bytes above a true match, so the lowest marked byte is exact.
-        let hits =
-            (quote.wrapping_sub(ONES) & !quote | backslash.wrapping_sub(ONES) & !backslash) & HIGHS;
+        let hits = zero_bytes(word ^ (ONES * u64::from(b'"')))
+            | zero_bytes(word ^ (ONES * u64::from(b'\\')));
         if hits != 0 {
             return Some(at + (hits.trailing_zeros() / 8) as usize);
         }
@@ -614,13 +666,13 @@ impl<'a> Reader<'a> {
             return Ok(ExtFields::new());
         }
         self.expect(b'{', "extFields must be a JSON object")?;
-        // Every key and value fits in what is left of the header: one text allocation.
-        let mut fields = ExtFields::with_capacities(EXT_FIELDS_CAPACITY, self.buf.len() - self.pos);
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(fields);
+            return Ok(ExtFields::new());
         }
+        // Every key and value fits in what is left of the header: one text allocation.
+        let mut fields = ExtFields::with_capacities(EXT_FIELDS_CAPACITY, self.buf.len() - self.pos);
         loop {
             self.skip_ws();
             let key = match self.one_letter_key() {
@@ -791,6 +843,89 @@ mod tests {
                 std::str::from_utf8(&out).unwrap(),
                 escaped_by_definition(&text)
             );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clean_prefix_ends_at_the_first_byte_that_may_need_escaping(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => 0x20u8..0x7f,
+                    1 => proptest::num::u8::ANY,
+                ],
+                0..40,
+            )
+        ) {
+            let plain = |b: &u8| (0x20..0x7f).contains(b) && *b != b'"' && *b != b'\\';
+            let expected = bytes.iter().position(|b| !plain(b)).unwrap_or(bytes.len());
+            proptest::prop_assert_eq!(clean_prefix_len(&bytes), expected);
+        }
+    }
+
+    /// An extFields value as a peer may write it.
+    #[derive(Debug, Clone)]
+    enum WireValue {
+        Text(String),
+        Number(i64),
+        Bool(bool),
+        Null,
+    }
+
+    fn wire_value() -> impl proptest::strategy::Strategy<Value = WireValue> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "([ -~]|[\\x00-\\x1f\"\\\\é\u{2028}])*".prop_map(WireValue::Text),
+            1 => any::<i64>().prop_map(WireValue::Number),
+            1 => any::<bool>().prop_map(WireValue::Bool),
+            1 => Just(WireValue::Null),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Duplicates, nulls, escaped keys and non-string scalars decode as Java's map
+        /// would hold them: the model is the same edits made through the public API.
+        #[test]
+        fn extfields_decode_like_the_same_edits_on_a_map(
+            entries in proptest::collection::vec(
+                (proptest::sample::select(vec!["a", "b", "i", "key", "k\"é", "\u{1}"]), wire_value()),
+                0..24,
+            )
+        ) {
+            let mut header = BytesMut::from(&br#"{"code":310,"extFields":{"#[..]);
+            let mut expected = ExtFields::new();
+            for (at, (key, value)) in entries.iter().enumerate() {
+                if at > 0 {
+                    header.put_u8(b',');
+                }
+                write_string(&mut header, key);
+                header.put_u8(b':');
+                match value {
+                    WireValue::Text(text) => {
+                        write_string(&mut header, text);
+                        expected.insert_str(key, text);
+                    }
+                    WireValue::Number(n) => {
+                        header.put_slice(n.to_string().as_bytes());
+                        expected.insert_str(key, &n.to_string());
+                    }
+                    WireValue::Bool(b) => {
+                        header.put_slice(b.to_string().as_bytes());
+                        expected.insert_str(key, &b.to_string());
+                    }
+                    WireValue::Null => {
+                        header.put_slice(b"null");
+                        expected.remove(key);
+                    }
+                }
+            }
+            header.put_slice(br#"},"flag":0,"language":"JAVA","opaque":7,"version":1}"#);
+            let decoded = read(&header).unwrap();
+            proptest::prop_assert_eq!(&decoded.ext_fields, &expected);
+            proptest::prop_assert_eq!(decoded.ext_fields.len(), expected.len());
+            for (key, value) in expected.iter() {
+                proptest::prop_assert_eq!(decoded.ext_fields.get(key), Some(value));
+            }
         }
     }
 
