@@ -22,6 +22,9 @@ cargo build --workspace --all-targets
 step "cargo test"
 cargo test --workspace
 
+step "benchmark harness: unit tests (no broker)"
+python3 -m unittest benches/modes/test_run.py
+
 if [ -x systemd/check.sh ]; then
   step "systemd units and staged install"
   systemd/check.sh

@@ -709,6 +709,59 @@ def pair_ratios(ringmq_bench, target_bench):
             "ringmq_p99_ms": r_p99, "target_p99_ms": t_p99, "p99_ratio": ratio(t_p99, r_p99)}
 
 
+def build_pair(baseline_run, candidate_run):
+    """One baseline/candidate pair of a --baseline comparison: msg/s ratio
+    (candidate / baseline, > 1 is faster) and broker CPU per message ratio (candidate /
+    baseline, < 1 is cheaper). None when either run failed."""
+    b, c = baseline_run.get("bench"), candidate_run.get("bench")
+    if not b or not c:
+        return None
+    b_cpu = baseline_run.get("broker_cpu_us_per_msg")
+    c_cpu = candidate_run.get("broker_cpu_us_per_msg")
+    return {"baseline_tps": b.get("tps"), "candidate_tps": c.get("tps"),
+            "tps_ratio": ratio(c.get("tps"), b.get("tps")),
+            "baseline_cpu_us_per_msg": b_cpu, "candidate_cpu_us_per_msg": c_cpu,
+            "cpu_ratio": ratio(c_cpu, b_cpu),
+            "baseline_p99_ms": b.get("p99_ms"), "candidate_p99_ms": c.get("p99_ms")}
+
+
+def build_medians(pairs):
+    """Medians over a cell's pairs of every number `build_pair` reports."""
+    keys = ("baseline_tps", "candidate_tps", "tps_ratio", "baseline_cpu_us_per_msg",
+            "candidate_cpu_us_per_msg", "cpu_ratio", "baseline_p99_ms", "candidate_p99_ms")
+    return {k: median(p[k] for p in pairs if p.get(k) is not None) for k in keys}
+
+
+def render_builds_markdown(result):
+    """builds.md: per cell, each pair and the medians of a --baseline comparison."""
+    m = result.get("meta", {})
+    out = ["# ringmq build against build — %s" % m.get("started", ""), "",
+           "Baseline `%s`, candidate `%s`: same load both sides (%s B bodies, sync sends, %s in "
+           "flight over %s connection(s), %s s per run after a warm-up, a fresh broker per run); "
+           "pairs alternate which build runs first (ABBA) so the sitting's drift cancels."
+           % (m.get("baseline"), m.get("candidate"), m.get("size"), m.get("concurrency"),
+              m.get("connections"), m.get("measure_secs")), "",
+           "| cell | pair | baseline msg/s | candidate msg/s | msg/s ratio | baseline µs/msg "
+           "| candidate µs/msg | µs/msg ratio | baseline p99 ms | candidate p99 ms |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for cell in result.get("cells", []):
+        rows = [(str(i), p) for i, p in enumerate(cell.get("pairs", []), 1)]
+        if cell.get("pairs"):
+            rows.append(("**median**", cell.get("median") or {}))
+        for label, p in rows:
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                cell["name"], label, _f(p.get("baseline_tps")), _f(p.get("candidate_tps")),
+                _f(p.get("tps_ratio"), "%.3f"), _f(p.get("baseline_cpu_us_per_msg"), "%.2f"),
+                _f(p.get("candidate_cpu_us_per_msg"), "%.2f"), _f(p.get("cpu_ratio"), "%.3f"),
+                _f(p.get("baseline_p99_ms"), "%.2f"), _f(p.get("candidate_p99_ms"), "%.2f")))
+    out.append("")
+    out.append("msg/s ratio > 1: the candidate is faster; µs/msg ratio < 1: it spends less "
+               "broker CPU per message.")
+    for note in result.get("notes", []):
+        out.append("- " + note)
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- SVG
 
 _COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1")

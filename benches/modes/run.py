@@ -3,6 +3,7 @@
 
     python3 benches/modes/run.py [--quick] [--out benches/results/<timestamp>]
     python3 benches/modes/run.py --target HOST:PORT [--pairs N]     # vs another broker
+    python3 benches/modes/run.py --baseline OLD_BINARY [--pairs N]   # before/after a change
     python3 benches/modes/run.py --dry-run                           # plan only
     python3 benches/modes/run.py --render benches/results/X/results.json
 
@@ -877,19 +878,22 @@ def write_outputs(result, out, kind="modes"):
         scrub_repo_paths(out)
 
 
-def _write_outputs(result, out, kind):
-    if kind == "compare":
-        with open(os.path.join(out, "compare.json"), "w") as f:
-            json.dump(result, f, indent=1)
-        md = report.render_compare_markdown(result)
-        with open(os.path.join(out, "compare.md"), "w") as f:
-            f.write(md + "\n")
-        return md
-    with open(os.path.join(out, "results.json"), "w") as f:
+def _write_json_and_markdown(result, out, stem, render):
+    """`<stem>.json` and `<stem>.md` (rendered by `render`) in `out`; returns the Markdown."""
+    with open(os.path.join(out, stem + ".json"), "w") as f:
         json.dump(result, f, indent=1)
-    md = report.render_markdown(result)
-    with open(os.path.join(out, "results.md"), "w") as f:
+    md = render(result)
+    with open(os.path.join(out, stem + ".md"), "w") as f:
         f.write(md + "\n")
+    return md
+
+
+def _write_outputs(result, out, kind):
+    if kind == "builds":
+        return _write_json_and_markdown(result, out, "builds", report.render_builds_markdown)
+    if kind == "compare":
+        return _write_json_and_markdown(result, out, "compare", report.render_compare_markdown)
+    md = _write_json_and_markdown(result, out, "results", report.render_markdown)
     size = result.get("meta", {}).get("size", 1024)
     rows = [report.summarize_cell(c, size, result.get("disk")) for c in result.get("cells", [])]
     raw = (result.get("disk") or {}).get("raw_seq_mib_per_s")
@@ -1019,6 +1023,58 @@ def run_compare(args, s, out):
     return result
 
 
+def build_cells(args):
+    """The cells a --baseline comparison runs: --cells, else the four flush x write modes."""
+    cells = matrix_cells() + ha_cells() + acl_cells() + tls_cells()
+    if args.cells:
+        wanted = set(args.cells.split(","))
+        chosen = [c for c in cells if c["name"] in wanted]
+        unknown = wanted - {c["name"] for c in chosen}
+        if unknown:
+            raise SystemExit("unknown cell(s): %s" % ", ".join(sorted(unknown)))
+        return chosen
+    return matrix_cells()
+
+
+def run_builds(args, s, out):
+    """Two ringmq builds on the same cells, pair by pair in ABBA order, each run on a fresh
+    broker after its own warm-up: the before/after of a change in one sitting, with the
+    sitting's drift (page cache, host) cancelling instead of posing as the change."""
+    if s["concurrency"] is None:
+        s["concurrency"] = 256
+    logdir = os.path.join(out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    result = {"meta": meta(args, s), "cells": [], "notes": []}
+    result["meta"].update({"baseline": args.baseline, "candidate": args.binary,
+                           "pairs": args.pairs})
+    sides = [("baseline", args.baseline), ("candidate", args.binary)]
+    for cell in build_cells(args):
+        cell["extra_conf"] = extra_conf(args)
+        name = cell["name"].replace("/", "_").replace("+", "_")
+        pairs = []
+        for i in range(args.pairs):
+            got = {}
+            for side, binary in (sides if i % 2 == 0 else list(reversed(sides))):
+                log("cell %s pair %d/%d: %s" % (cell["name"], i + 1, args.pairs, side))
+                got[side] = run_cell(binary, cell, s, logdir, "%s-%s-%d" % (name, side, i + 1),
+                                     result["notes"])
+            pair = report.build_pair(got["baseline"], got["candidate"])
+            if pair is None:
+                msg = "%s pair %d failed: baseline %s, candidate %s" % (
+                    cell["name"], i + 1, got["baseline"].get("error", "ok"),
+                    got["candidate"].get("error", "ok"))
+                result["notes"].append(msg)
+                log(msg)
+                continue
+            pairs.append(pair)
+            log("  msg/s %.0f -> %.0f (x%.3f), broker µs/msg %.2f -> %.2f"
+                % (pair["baseline_tps"], pair["candidate_tps"], pair["tps_ratio"] or 0,
+                   pair["baseline_cpu_us_per_msg"] or 0, pair["candidate_cpu_us_per_msg"] or 0))
+        result["cells"].append({"name": cell["name"], "pairs": pairs,
+                                "median": report.build_medians(pairs)})
+    return result
+
+
 # ---------------------------------------------------------------- main
 
 def build_parser():
@@ -1057,6 +1113,9 @@ def build_parser():
     ap.add_argument("--ringmq-mode", default="ASYNC_FLUSH/mmap",
                     help="ringmq side of --target: FLUSH/WRITE (default ASYNC_FLUSH/mmap)")
     ap.add_argument("-t", "--topic", default=TOPIC, help="topic for --target runs")
+    ap.add_argument("--baseline", metavar="BINARY",
+                    help="compare --binary with this ringmq build, cell by cell, in "
+                         "alternating pairs (--pairs, default 3; --cells picks the cells)")
     return ap
 
 
@@ -1089,9 +1148,11 @@ def main(argv=None):
         with open(args.render) as f:
             result = json.load(f)
         out = args.out or os.path.dirname(os.path.abspath(args.render))
-        md = write_outputs(result, out, "compare" if "pairs" in result else "modes")
+        kind = "builds" if "baseline" in result.get("meta", {}) else \
+            "compare" if "pairs" in result else "modes"
+        md = write_outputs(result, out, kind)
         print(md)
-        if args.update_readme and "pairs" not in result:
+        if args.update_readme and kind == "modes":
             update_readme(md, out)
         return 0
     if args.dry_run:
@@ -1104,10 +1165,17 @@ def main(argv=None):
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = os.path.abspath(args.out or os.path.join(REPO, "benches", "results", stamp))
     os.makedirs(out, exist_ok=True)
+    if args.baseline and not os.path.exists(args.baseline):
+        print("baseline binary not found at %s" % args.baseline, file=sys.stderr)
+        return 2
     if args.target:
         args.pairs = args.pairs or (3 if args.quick else 5)
         result = run_compare(args, s, out)
         md = write_outputs(result, out, "compare")
+    elif args.baseline:
+        args.pairs = args.pairs or 3
+        result = run_builds(args, s, out)
+        md = write_outputs(result, out, "builds")
     else:
         result = run_matrix(args, s, out)
         md = write_outputs(result, out)

@@ -399,6 +399,54 @@ class RenderTests(unittest.TestCase):
         self.assertIn("**2.00**", md)
 
 
+class BuildCompareTests(unittest.TestCase):
+    @staticmethod
+    def run_of(tps, cpu, p99):
+        return {"bench": {"tps": tps, "p99_ms": p99}, "broker_cpu_us_per_msg": cpu}
+
+    def test_pair_ratios_point_the_right_way(self):
+        pair = report.build_pair(self.run_of(200000, 4.0, 2.0), self.run_of(220000, 3.0, 1.5))
+        self.assertAlmostEqual(pair["tps_ratio"], 1.1)
+        self.assertAlmostEqual(pair["cpu_ratio"], 0.75)
+        self.assertEqual(pair["candidate_p99_ms"], 1.5)
+        self.assertIsNone(report.build_pair({"error": "boom"}, self.run_of(1, 1, 1)))
+        self.assertIsNone(report.build_pair(self.run_of(1, 1, 1), {"bench": None}))
+
+    def test_medians_and_markdown(self):
+        pairs = [report.build_pair(self.run_of(100, 4.0, 2.0), self.run_of(t, c, 1.0))
+                 for t, c in ((110, 3.0), (90, 5.0), (105, 3.6))]
+        med = report.build_medians(pairs)
+        self.assertAlmostEqual(med["tps_ratio"], 1.05)
+        self.assertAlmostEqual(med["cpu_ratio"], 0.9)
+        result = {"meta": {"baseline": "old", "candidate": "new", "size": 1024,
+                           "concurrency": 256, "connections": 4, "measure_secs": 8},
+                  "cells": [{"name": "ASYNC_FLUSH/mmap", "pairs": pairs, "median": med},
+                            {"name": "SYNC_FLUSH/mmap", "pairs": [], "median": {}}],
+                  "notes": ["SYNC_FLUSH/mmap pair 1 failed: baseline boom, candidate ok"]}
+        md = report.render_builds_markdown(result)
+        self.assertIn("| ASYNC_FLUSH/mmap | **median** | 100 | 105 | 1.050 | 4.00 | 3.60 "
+                      "| 0.900 |", md)
+        self.assertIn("| ASYNC_FLUSH/mmap | 2 | 100 | 90 | 0.900 | 4.00 | 5.00 | 1.250 |", md)
+        self.assertNotIn("| SYNC_FLUSH/mmap |", md)
+        self.assertIn("- SYNC_FLUSH/mmap pair 1 failed", md)
+        header = [l for l in md.splitlines() if l.startswith("| cell |")][0]
+        for line in md.splitlines():
+            if line.startswith("| ") and "ASYNC" in line:
+                self.assertEqual(line.count("|"), header.count("|"))
+
+    def test_cells_default_to_the_four_modes_and_reject_unknown_names(self):
+        args = run.build_parser().parse_args(["--baseline", "old"])
+        self.assertEqual([c["name"] for c in run.build_cells(args)],
+                         [c["name"] for c in run.matrix_cells()])
+        args = run.build_parser().parse_args(["--baseline", "old", "--cells",
+                                              "SYNC_FLUSH/mmap,ASYNC_FLUSH/mmap"])
+        self.assertEqual(sorted(c["name"] for c in run.build_cells(args)),
+                         ["ASYNC_FLUSH/mmap", "SYNC_FLUSH/mmap"])
+        args = run.build_parser().parse_args(["--baseline", "old", "--cells", "FAST/mode"])
+        with self.assertRaises(SystemExit):
+            run.build_cells(args)
+
+
 class HarnessTests(unittest.TestCase):
     def test_broker_conf_keys(self):
         cell = run.matrix_cells()[3]
