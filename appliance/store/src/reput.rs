@@ -516,7 +516,8 @@ impl ReputStage {
                 break;
             }
         }
-        self.publish();
+        // Not published here: the pass that follows runs under `fenced`, which publishes
+        // the position once it ends.
         None
     }
 
