@@ -32,6 +32,17 @@ use std::time::{Duration, Instant};
 
 pub use crate::types::PutCallback;
 
+/// Which network cores' put rings a batch takes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CoreRings {
+    /// Every core's, each in turn (the append thread, shutdown).
+    All,
+    /// Only this core's: a network core appending inline takes its own puts, whose
+    /// records it just built and still holds in its cache, and hands the other cores'
+    /// back to them (`CorePorts::hand_back`).
+    Only(usize),
+}
+
 /// The append stage's state; lives on its thread.
 pub(crate) struct AppendStage {
     shared: Arc<Shared>,
@@ -388,7 +399,7 @@ impl AppendStage {
     /// then the cores' rings (starting at a different core each batch, so no core's puts
     /// wait behind another's); returns the batch's record bytes. None once the store is
     /// gone and nothing is left.
-    pub(crate) fn take_queued(&mut self) -> Option<usize> {
+    pub(crate) fn take_queued(&mut self, cores: CoreRings) -> Option<usize> {
         let mut bytes = 0;
         loop {
             if self.batch_is_full(bytes) {
@@ -404,14 +415,14 @@ impl AppendStage {
                 Err(TryRecvError::Disconnected) => break,
             }
         }
-        Some(bytes + self.take_core_puts())
+        Some(bytes + self.take_core_puts(cores))
     }
 
     /// Shutdown: puts still in the cores' rings or waiting for room are answered
     /// SERVICE_NOT_AVAILABLE (new puts are already refused: the store is stopping).
     fn refuse_core_puts(&mut self) {
         let refused = PutResult::failed(PutMessageStatus::ServiceNotAvailable);
-        while self.take_core_puts() > 0 || !self.batch.is_empty() {
+        while self.take_core_puts(CoreRings::All) > 0 || !self.batch.is_empty() {
             for msg in self.batch.msgs.drain(..) {
                 if let AppendMsg::Put { done, .. } = msg {
                     self.shared.complete_put(done, refused);
@@ -424,12 +435,19 @@ impl AppendStage {
         self.shared.ring_cores();
     }
 
-    /// Takes puts from the cores' rings into the batch, each core in turn, up to the
-    /// batch limits.
-    fn take_core_puts(&mut self) -> usize {
+    /// Takes puts from the cores' rings into the batch (each core in turn, or only the
+    /// one `cores` names), up to the batch limits.
+    fn take_core_puts(&mut self, cores: CoreRings) -> usize {
         let Some(ports) = self.shared.core_ports.get() else {
             return 0;
         };
+        if let CoreRings::Only(core) = cores {
+            let room = self
+                .limits
+                .max_requests
+                .saturating_sub(self.batch.msgs.len());
+            return ports.take_puts(core, &mut self.batch.msgs, room);
+        }
         let cores = ports.len();
         let mut bytes = 0;
         for k in 0..cores {

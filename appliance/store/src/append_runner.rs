@@ -16,7 +16,8 @@
 //! finds no wake-up pending claims it, and then either drains the queues as the consumer
 //! would or pays the wake-up with an eventfd write.
 
-use crate::append::AppendStage;
+use crate::append::{AppendStage, CoreRings};
+use crate::core_port::CorePorts;
 use crate::perf_event::BatchSampler;
 use crate::shared::Shared;
 use ringmq_sync::LockExt;
@@ -77,7 +78,7 @@ fn next_batch<'a>(
             if stage.finish_on_thread() {
                 return None;
             }
-            let bytes = stage.take_queued()?;
+            let bytes = stage.take_queued(CoreRings::All)?;
             if !stage.batch_is_empty() {
                 return Some((stage, bytes));
             }
@@ -111,8 +112,16 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
         doorbell.wake();
         return false;
     };
+    let ports = shared.core_ports.get();
+    let own = ports.and_then(CorePorts::current_index);
     let mut stage = match handle.try_lock() {
         Ok(stage) if stage.runs_inline() => stage,
+        Err(TryLockError::WouldBlock) if ports.is_some_and(CorePorts::leave_to_inline_core) => {
+            // Another core appends its own puts and hands this core's back to it when
+            // done: no wake-up owed to the append thread.
+            doorbell.begin_drain();
+            return false;
+        }
         Ok(_) | Err(TryLockError::WouldBlock) | Err(TryLockError::Poisoned(_)) => {
             doorbell.wake();
             return false;
@@ -120,7 +129,15 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
     };
     // This core is the consumer now: a put queued after this is found below or rings.
     doorbell.begin_drain();
-    let Some(batch_bytes) = stage.take_queued() else {
+    let (rings, inline) = match (ports, own) {
+        (Some(ports), Some(core)) => {
+            ports.begin_inline(core);
+            (CoreRings::Only(core), Some((ports, core)))
+        }
+        _ => (CoreRings::All, None),
+    };
+    let _hand_back = HandBackOnExit(inline);
+    let Some(batch_bytes) = stage.take_queued(rings) else {
         return false;
     };
     if stage.batch_is_empty() {
@@ -146,4 +163,16 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
         doorbell.notify();
     }
     true
+}
+
+/// Ends a core's inline batch once the stage is released, on every way out of
+/// `append_here_or_wake`: the other cores' puts are handed back to them.
+struct HandBackOnExit<'a>(Option<(&'a CorePorts, usize)>);
+
+impl Drop for HandBackOnExit<'_> {
+    fn drop(&mut self) {
+        if let Some((ports, core)) = self.0 {
+            ports.end_inline_and_hand_back(core);
+        }
+    }
 }

@@ -32,6 +32,9 @@ use crate::types::{PutMessageStatus, PutResult};
 /// rest run on the next pass, which the core is told to make at once).
 const MAX_COMPLETIONS_PER_WAKE: usize = 1024;
 
+/// `CorePorts::inline_core` when no core appends inline.
+const NO_CORE: usize = usize::MAX;
+
 /// One network core's rings.
 pub(crate) struct CorePort {
     /// The core's loop waits on this; completions ring it.
@@ -52,6 +55,28 @@ pub(crate) struct CorePort {
     pushes_after_pass: AtomicBool,
     /// Puts queued this pass that have not rung the append stage yet.
     deferred: AtomicBool,
+    /// Put requests this core handed the store, refused ones included.
+    puts_received: CoreCount,
+}
+
+/// A count only its core writes, on a cache line of its own: the core adds with a plain
+/// load and store (no locked instruction, no line shared with the other cores' counts or
+/// with the fields the stages write), and any thread may read it.
+#[repr(align(64))]
+#[derive(Default)]
+struct CoreCount(AtomicU64);
+
+impl CoreCount {
+    /// Only the owning core calls this: a load and a store cannot lose an increment when
+    /// no other thread writes the count.
+    fn add_on_owning_core(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// Counters the metrics page shows.
@@ -68,6 +93,10 @@ pub(crate) struct PortCounters {
 /// Every attached core's port; a put's `Done::origin` is its port's position.
 pub(crate) struct CorePorts {
     ports: Box<[CorePort]>,
+    /// The core running an append batch inline right now ([`NO_CORE`]: none; the append
+    /// thread does not set it). A core that finds the stage held by another core leaves
+    /// its puts to be handed back by that core instead of waking the append thread.
+    inline_core: AtomicUsize,
     /// The append stage's doorbell.
     append_doorbell: Arc<Notifier>,
     pub counters: PortCounters,
@@ -105,10 +134,12 @@ impl CorePorts {
                 rung: AtomicBool::new(false),
                 pushes_after_pass: AtomicBool::new(false),
                 deferred: AtomicBool::new(false),
+                puts_received: CoreCount::default(),
             })
             .collect();
         CorePorts {
             ports,
+            inline_core: AtomicUsize::new(NO_CORE),
             append_doorbell,
             counters: PortCounters::default(),
         }
@@ -124,6 +155,68 @@ impl CorePorts {
             .iter()
             .map(|p| p.puts.len() + p.waiting_len.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// On a network core: counts a put request it received (the store's `put_requests`);
+    /// false on any other thread, which counts it on the shared counter instead.
+    pub fn count_put_request(&self) -> bool {
+        match self.current() {
+            Some((_, port)) => {
+                port.puts_received.add_on_owning_core(1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Put requests the network cores received, summed over the cores.
+    pub fn put_requests(&self) -> u64 {
+        self.ports.iter().map(|p| p.puts_received.get()).sum()
+    }
+
+    /// The calling thread's port position, on an attached network core.
+    pub fn current_index(&self) -> Option<usize> {
+        self.current().map(|(index, _)| usize::from(index))
+    }
+
+    /// Core `core` holds the append stage to run its own puts inline.
+    pub fn begin_inline(&self, core: usize) {
+        self.inline_core.store(core, Ordering::SeqCst);
+    }
+
+    /// Core `core` released the stage after an inline batch of its own puts: every other
+    /// core whose ring holds puts is told to append them itself (its next pass does), so
+    /// each core copies only records it built. A core that found the stage held while
+    /// `inline_core` named this one relies on this look (see [`Self::leave_to_inline_core`]).
+    pub fn end_inline_and_hand_back(&self, core: usize) {
+        self.inline_core.store(NO_CORE, Ordering::SeqCst);
+        // Pairs with the fence in `leave_to_inline_core`: either that core saw `NO_CORE`
+        // (and woke the append thread) or this look sees the puts it queued.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for (index, port) in self.ports.iter().enumerate() {
+            if index != core
+                && (!port.puts.is_empty() || port.waiting_len.load(Ordering::Relaxed) > 0)
+            {
+                port.deferred.store(true, Ordering::Relaxed);
+                ringmq_ring::notify_core(&port.doorbell);
+            }
+        }
+    }
+
+    /// On a network core that found the append stage held: true when another core holds
+    /// it inline, which hands this core's puts back when it is done; the core's next pass
+    /// then appends them. False: the append thread holds it (or it was just released),
+    /// and the caller wakes the thread as before.
+    pub fn leave_to_inline_core(&self) -> bool {
+        let Some((index, port)) = self.current() else {
+            return false;
+        };
+        port.deferred.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `end_inline_and_hand_back`: this core's puts are in its
+        // ring before `inline_core` is read.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let holder = self.inline_core.load(Ordering::SeqCst);
+        holder != NO_CORE && holder != usize::from(index)
     }
 
     /// The calling thread's port and its position: the thread must be a network core
@@ -402,6 +495,87 @@ mod tests {
         ringmq_ring::leave_core();
         assert_eq!(rx.try_iter().count(), 3);
         assert!(ran_on.lock().unwrap().iter().all(|t| *t == core_thread));
+    }
+
+    /// Two cores, core 0 appending inline: core 1 finds the stage held and leaves its
+    /// puts to core 0 (no wake-up of the append thread); when core 0 releases the stage it
+    /// rings core 1, whose next pass then reports its puts as not pushed along.
+    #[test]
+    fn a_core_appending_inline_hands_the_other_cores_puts_back_to_them() {
+        let (core0, core1, stage) = (doorbell(), doorbell(), doorbell());
+        let ports = Arc::new(CorePorts::new(
+            &[core0.clone(), core1.clone()],
+            stage,
+            4,
+            16,
+        ));
+        ringmq_ring::enter_core(0, &core0);
+        assert_eq!(ports.current_index(), Some(0));
+        assert!(!ports.leave_to_inline_core(), "no core appends inline yet");
+        ports.begin_inline(0);
+        assert!(
+            !ports.leave_to_inline_core(),
+            "a core never waits on itself"
+        );
+        let other = ports.clone();
+        let (core1_in, core1_out) = (core1.clone(), core1.clone());
+        std::thread::spawn(move || {
+            ringmq_ring::enter_core(1, &core1_in);
+            let (tx, _rx) = mpsc::channel();
+            assert!(
+                !other.end_pass(),
+                "from its first pass on, puts wait for the pass end"
+            );
+            assert!(matches!(other.submit(put(&tx)), Submitted::Queued));
+            assert!(other.end_pass(), "its put is not pushed along yet");
+            assert!(
+                other.leave_to_inline_core(),
+                "core 0 holds the stage inline"
+            );
+            ringmq_ring::leave_core();
+        })
+        .join()
+        .unwrap();
+        core1_out.begin_drain();
+        ports.end_inline_and_hand_back(0);
+        assert!(core1_out.is_pending(), "core 1 is rung for its own puts");
+        assert_eq!(core0.writes(), 0, "core 0 has nothing handed back");
+        ringmq_ring::leave_core();
+        ringmq_ring::enter_core(1, &core1);
+        assert!(
+            ports.end_pass(),
+            "core 1's next pass appends what it was handed back"
+        );
+        let mut out = Vec::new();
+        assert_eq!(ports.take_puts(1, &mut out, 8), 1);
+        ringmq_ring::leave_core();
+    }
+
+    /// Put requests count on their core's own counter, others on the caller's; the sum
+    /// covers every core.
+    #[test]
+    fn put_requests_count_per_core() {
+        let (core0, core1, stage) = (doorbell(), doorbell(), doorbell());
+        let ports = Arc::new(CorePorts::new(
+            &[core0.clone(), core1.clone()],
+            stage,
+            4,
+            16,
+        ));
+        assert!(!ports.count_put_request(), "not a network core");
+        ringmq_ring::enter_core(0, &core0);
+        assert!(ports.count_put_request());
+        assert!(ports.count_put_request());
+        ringmq_ring::leave_core();
+        let other = ports.clone();
+        std::thread::spawn(move || {
+            ringmq_ring::enter_core(1, &core1);
+            assert!(other.count_put_request());
+            ringmq_ring::leave_core();
+        })
+        .join()
+        .unwrap();
+        assert_eq!(ports.put_requests(), 3);
     }
 
     /// A full ring is back-pressure, not growth: the next puts wait in the core's bounded

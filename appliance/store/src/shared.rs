@@ -32,6 +32,8 @@ pub(crate) const FLAG_STAGE_FAILED: u32 = 4;
 
 /// Counters and histograms updated by the stages.
 pub(crate) struct MetricsState {
+    /// Put requests made on threads that are not attached network cores (those count on
+    /// their own core's counter, `CorePorts::put_requests`).
     pub put_requests: AtomicU64,
     pub put_messages: AtomicU64,
     pub put_bytes: AtomicU64,
@@ -230,6 +232,18 @@ impl Shared {
     pub fn set_reput_thread(&self, thread: Thread) {
         let _ = self.reput_thread.set(thread);
     }
+    /// Counts a put request (`put_requests`): on its network core's own counter, or on
+    /// the shared one for puts made on other threads.
+    pub(crate) fn count_put_request(&self) {
+        let on_core = self
+            .core_ports
+            .get()
+            .is_some_and(CorePorts::count_put_request);
+        if !on_core {
+            self.metrics.put_requests.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Stage thread: the put is finished; its callback runs on the core it came from, or
     /// here for puts made elsewhere. Call [`ring_cores`](Self::ring_cores) after a batch.
     pub fn complete_put(&self, done: Done, result: PutResult) {
@@ -343,7 +357,8 @@ impl Shared {
         let flushes = m.flush_count.load(Ordering::Relaxed);
         let (ha_ack_lag_counts, ha_ack_lag_sum_us) = self.ha.ack_lag.snapshot();
         StoreMetrics {
-            put_requests: m.put_requests.load(Ordering::Relaxed),
+            put_requests: m.put_requests.load(Ordering::Relaxed)
+                + self.core_ports.get().map_or(0, CorePorts::put_requests),
             put_messages: m.put_messages.load(Ordering::Relaxed),
             put_bytes: m.put_bytes.load(Ordering::Relaxed),
             put_rejected_busy: m.put_rejected_busy.load(Ordering::Relaxed),

@@ -133,7 +133,7 @@ impl MessageStore {
         on_done: Box<dyn FnOnce(PutResult) + Send>,
     ) {
         let s = self.shared();
-        s.metrics.put_requests.fetch_add(1, Ordering::Relaxed);
+        s.count_put_request();
         if s.stopping.load(Ordering::Acquire) {
             s.refusals.refused(REFUSED_SHUTTING_DOWN);
             return on_done(PutResult::failed(PutMessageStatus::ServiceNotAvailable));
