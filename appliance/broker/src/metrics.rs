@@ -504,7 +504,34 @@ impl BrokerMetrics {
 
     /// A put completed with `messages` records of `bytes` stored (call for stored puts only).
     pub fn record_put(&self, key: InKey, messages: u64, bytes: u64) {
+        Self::put_into(&mut self.slot(), key, messages, bytes);
+    }
+
+    /// A send answered: [`Self::record_put`] when its records were stored (`stored`: the
+    /// messages and bytes), then [`Self::record_rpc`], under one lock of the slot.
+    pub fn record_send(
+        &self,
+        stored: Option<(InKey, u64, u64)>,
+        request_code: i32,
+        response_code: i32,
+        remark: Option<&str>,
+        elapsed: Duration,
+    ) {
         let mut slot = self.slot();
+        if let Some((key, messages, bytes)) = stored {
+            Self::put_into(&mut slot, key, messages, bytes);
+        }
+        Self::rpc_into(
+            &mut slot,
+            request_code,
+            response_code,
+            remark,
+            elapsed,
+            false,
+        );
+    }
+
+    fn put_into(slot: &mut SlotData, key: InKey, messages: u64, bytes: u64) {
         slot.totals.put_messages += messages;
         if !key.is_system {
             slot.totals.put_messages_user += messages;
@@ -586,8 +613,26 @@ impl BrokerMetrics {
         elapsed: Duration,
         long_polling: bool,
     ) {
-        let us = elapsed.as_micros().min(u64::MAX as u128) as u64;
         let mut slot = self.slot();
+        Self::rpc_into(
+            &mut slot,
+            request_code,
+            response_code,
+            remark,
+            elapsed,
+            long_polling,
+        );
+    }
+
+    fn rpc_into(
+        slot: &mut SlotData,
+        request_code: i32,
+        response_code: i32,
+        remark: Option<&str>,
+        elapsed: Duration,
+        long_polling: bool,
+    ) {
+        let us = elapsed.as_micros().min(u64::MAX as u128) as u64;
         if response_code == ResponseCode::SystemBusy.code() {
             slot.totals.busy[BusyReason::from_remark(remark) as usize] += 1;
         }

@@ -33,6 +33,7 @@ pub mod stall;
 pub use cores::{spawn_pinned, CoreMap, CoreMapError};
 pub use mimalloc::MiMalloc;
 pub use ringmq_ring::{ring, ring_with_notifier, Full, Notifier, RingReceiver, RingSender};
+pub use server::pass_clock;
 pub use server::{
     not_supported, Connection, CoreHandle, CoreStats, ListenMode, NetConfigError, RecvMode, Reply,
     RequestContext, RequestHandler, Responder, Response, Server, ServerConfig, ServerTuning,

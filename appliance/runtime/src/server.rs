@@ -28,6 +28,7 @@ use crate::stall::{StallStats, DEFAULT_STALL_THRESHOLD};
 
 mod conn;
 mod core_local;
+pub use core_local::pass_clock;
 mod core_loop;
 mod file_range;
 pub mod local;

@@ -2,12 +2,17 @@
 //! creates, auto-creation from the `TBW102` template on send, retry/DLQ topic creation, topic
 //! name validation, and the `dataVersion` the name-server registration carries.
 //!
-//! Reads happen on every send and pull, writes rarely: readers clone an `Arc` snapshot under a
-//! read lock held only for that clone, writers copy the map and swap it in.
+//! Reads happen on every send and pull, writes rarely: writers copy the map and swap it in
+//! under a write lock and bump the table's generation. `select` clones an `Arc` snapshot
+//! under the read lock; the send path's `with_topic` reads a copy of the snapshot its own
+//! thread keeps, so two network cores sending to one topic never write a shared cache line
+//! (a lock word or a reference count) per message.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard};
 
 use ringmq_remoting::body::topic::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 use ringmq_remoting::json;
@@ -166,10 +171,31 @@ fn parse_topics_json(text: &str) -> Result<(TopicConfigSerializeWrapper, bool), 
 
 type Listener = Box<dyn Fn() + Send + Sync>;
 
+/// Source of [`TopicConfigManager::id`].
+static NEXT_MANAGER_ID: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's snapshot of one manager's table, as of `generation`.
+struct ThreadTable {
+    manager: u64,
+    generation: u64,
+    table: Arc<TopicTable>,
+}
+
+thread_local! {
+    /// The snapshot [`TopicConfigManager::with_topic`] reads on this thread.
+    static THREAD_TABLE: RefCell<Option<ThreadTable>> = const { RefCell::new(None) };
+}
+
 /// The broker's topic table.
 pub struct TopicConfigManager {
     path: Option<PathBuf>,
     table: RwLock<Arc<TopicTable>>,
+    /// Bumped under the write lock each time `table` is swapped: a thread's cached
+    /// snapshot is current while the generation it was taken at is.
+    generation: AtomicU64,
+    /// Tells this manager's snapshots apart from another's in a thread's cache (tests run
+    /// several brokers in one process).
+    id: u64,
     data_version: Mutex<DataVersion>,
     system_topics: Vec<String>,
     /// Called after each change (the broker re-registers with name servers).
@@ -281,6 +307,8 @@ impl TopicConfigManager {
         Self {
             path,
             table: RwLock::new(Arc::new(table)),
+            generation: AtomicU64::new(0),
+            id: NEXT_MANAGER_ID.fetch_add(1, Ordering::Relaxed),
             data_version: Mutex::new(DataVersion::new(persist::now_ms())),
             system_topics,
             on_change: RwLock::new(None),
@@ -297,7 +325,7 @@ impl TopicConfigManager {
             for (name, tc) in wrapper.topic_config_table {
                 table.insert(name, Arc::new(tc));
             }
-            *manager.table.write_unpoisoned() = Arc::new(table);
+            manager.publish(&mut manager.table.write_unpoisoned(), table);
             if has_data_version {
                 *manager.data_version.lock_unpoisoned() = wrapper.data_version;
             }
@@ -311,6 +339,45 @@ impl TopicConfigManager {
 
     pub fn select(&self, topic: &str) -> Option<Arc<TopicConfig>> {
         self.table.read_unpoisoned().get(topic).cloned()
+    }
+
+    /// Runs `f` on `topic`'s config (`None`: no such topic) borrowed from the calling
+    /// thread's snapshot of the table, refreshed when the table changed since it was taken.
+    /// The send path reads its topic this way: no lock and no reference count is written
+    /// per message. `f` may call back into the manager.
+    pub fn with_topic<R>(&self, topic: &str, f: impl FnOnce(Option<&TopicConfig>) -> R) -> R {
+        // Read before the table: a swap in between leaves an older generation next to the
+        // newer table, so the next call merely refreshes again.
+        let generation = self.generation.load(Ordering::Acquire);
+        THREAD_TABLE.with(|cell| {
+            let current = |c: &Option<ThreadTable>| {
+                c.as_ref()
+                    .is_some_and(|t| t.manager == self.id && t.generation == generation)
+            };
+            if let Ok(mut cached) = cell.try_borrow_mut() {
+                if !current(&cached) {
+                    *cached = Some(ThreadTable {
+                        manager: self.id,
+                        generation,
+                        table: self.table.read_unpoisoned().clone(),
+                    });
+                }
+            }
+            match cell.try_borrow() {
+                Ok(cached) if current(&cached) => {
+                    let table = &cached.as_ref().expect("current snapshot").table;
+                    f(table.get(topic).map(|tc| &**tc))
+                }
+                // Called from inside `f` while the snapshot went stale: read the table.
+                _ => f(self.select(topic).as_deref()),
+            }
+        })
+    }
+
+    /// Swaps in `table` under the held write lock and tells the threads' snapshots.
+    fn publish(&self, guard: &mut RwLockWriteGuard<'_, Arc<TopicTable>>, table: TopicTable) {
+        **guard = Arc::new(table);
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     pub fn is_system_topic(&self, topic: &str) -> bool {
@@ -346,7 +413,7 @@ impl TopicConfigManager {
             let mut guard = self.table.write_unpoisoned();
             let mut table = (**guard).clone();
             table.insert(tc.topic_name.clone(), tc.clone());
-            *guard = Arc::new(table);
+            self.publish(&mut guard, table);
         }
         self.changed();
         tc
@@ -360,7 +427,7 @@ impl TopicConfigManager {
             }
             let mut table = (**guard).clone();
             table.remove(topic);
-            *guard = Arc::new(table);
+            self.publish(&mut guard, table);
             true
         };
         self.changed();
@@ -379,7 +446,7 @@ impl TopicConfigManager {
             .into_iter()
             .map(|tc| (tc.topic_name.clone(), Arc::new(tc)))
             .collect();
-        *self.table.write_unpoisoned() = Arc::new(table);
+        self.publish(&mut self.table.write_unpoisoned(), table);
         *self.data_version.lock_unpoisoned() = data_version;
         if let Err(e) = self.persist() {
             tracing::error!("cannot persist topics.json: {e}; the copy lives in memory only");
@@ -496,7 +563,7 @@ impl TopicConfigManager {
             let tc = Arc::new(tc);
             let mut table = (**guard).clone();
             table.insert(tc.topic_name.clone(), tc.clone());
-            *guard = Arc::new(table);
+            self.publish(&mut guard, table);
             tc
         };
         self.changed();
@@ -513,6 +580,48 @@ mod tests {
             broker_name: "broker-a".into(),
             ..BrokerConfig::default()
         }
+    }
+
+    /// The thread's snapshot follows every kind of table change, keeps two managers apart,
+    /// and a call from inside `f` reads the current table.
+    #[test]
+    fn with_topic_reads_a_snapshot_that_follows_every_change() {
+        let m = TopicConfigManager::new(&config(), None);
+        let other = TopicConfigManager::new(&config(), None);
+        let queues = |m: &TopicConfigManager, t: &str| {
+            m.with_topic(t, |tc| tc.map(|tc| tc.write_queue_nums))
+        };
+        assert_eq!(queues(&m, "T"), None);
+        m.update(TopicConfig::new("T").with_queues(4, 4));
+        assert_eq!(queues(&m, "T"), Some(4), "after update");
+        assert_eq!(queues(&other, "T"), None, "another manager's table");
+        assert_eq!(queues(&m, "T"), Some(4), "back to the first manager");
+        m.update(TopicConfig::new("T").with_queues(2, 2));
+        assert_eq!(queues(&m, "T"), Some(2), "after a replacement");
+        let created = m.create_topic_of_retry("%RETRY%g", 1, PERM_READ | PERM_WRITE);
+        assert_eq!(
+            queues(&m, "%RETRY%g"),
+            Some(created.write_queue_nums),
+            "after create"
+        );
+        assert!(m.delete("T"));
+        assert_eq!(queues(&m, "T"), None, "after delete");
+        m.replace_from_master(
+            [TopicConfig::new("M").with_queues(3, 3)],
+            DataVersion::new(1),
+        );
+        assert_eq!(queues(&m, "M"), Some(3), "after a slave's copy");
+        assert_eq!(queues(&m, "%RETRY%g"), None);
+        let nested = m.with_topic("M", |_| {
+            m.update(TopicConfig::new("N").with_queues(5, 5));
+            queues(&m, "N")
+        });
+        assert_eq!(
+            nested,
+            Some(5),
+            "a stale snapshot inside f falls back to the table"
+        );
+        assert_eq!(queues(&m, "N"), Some(5));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use ringmq_remoting::body::topic::TopicConfig;
 use ringmq_remoting::codes::ResponseCode;
 use ringmq_remoting::header::SendMessageHeaderRef;
 use ringmq_remoting::message::properties::{self, keys, MessageProperties};
@@ -158,19 +159,19 @@ pub fn process(
                 },
                 &result,
             );
-            if result.status_is_stored() {
-                ctx2.metrics.record_put(
+            let stored = result.status_is_stored().then(|| {
+                (
                     in_key,
                     result.msg_num.max(0) as u64,
                     result.wrote_bytes.max(0) as u64,
-                );
-            }
-            ctx2.metrics.record_rpc(
+                )
+            });
+            ctx2.metrics.record_send(
+                stored,
                 request_code,
                 command.code,
                 command.remark.as_deref(),
-                started.elapsed(),
-                false,
+                ringmq_runtime::pass_clock().saturating_duration_since(started),
             );
             responder.respond(command);
         }),
@@ -291,20 +292,26 @@ fn prepare(
         return Err((ResponseCode::MessageIllegal, e.to_string()));
     }
     let topic_sys_flag = if header.is_unit_mode() { 1 } else { 0 };
-    let topic_config = match ctx.topics.create_topic_in_send(
-        ctx.live.auto_create_topic_enable(),
-        topic,
-        header.default_topic,
-        header.default_topic_queue_nums.max(1) as u32,
-        topic_sys_flag,
-    ) {
-        AutoCreate::Existing(tc) | AutoCreate::Created(tc) => tc,
-        AutoCreate::NotAllowed(why) => {
-            tracing::debug!(topic, "send to an unknown topic refused: {why}");
-            return Err((ResponseCode::TopicNotExist, topic_not_exist_remark(topic)));
-        }
+    // An existing topic is read from this core's snapshot of the table; only an unknown
+    // one goes through auto-creation.
+    let existing = ctx.topics.with_topic(topic, |tc| tc.map(SendTopic::of));
+    let topic_config = match existing {
+        Some(tc) => tc,
+        None => match ctx.topics.create_topic_in_send(
+            ctx.live.auto_create_topic_enable(),
+            topic,
+            header.default_topic,
+            header.default_topic_queue_nums.max(1) as u32,
+            topic_sys_flag,
+        ) {
+            AutoCreate::Existing(tc) | AutoCreate::Created(tc) => SendTopic::of(&tc),
+            AutoCreate::NotAllowed(why) => {
+                tracing::debug!(topic, "send to an unknown topic refused: {why}");
+                return Err((ResponseCode::TopicNotExist, topic_not_exist_remark(topic)));
+            }
+        },
     };
-    if !topic_config.is_writeable() {
+    if !topic_config.writeable {
         return Err((
             ResponseCode::NoPermission,
             format!("the topic[{topic}] sending message is forbidden"),
@@ -325,7 +332,7 @@ fn prepare(
         queue_id = random_below(topic_config.write_queue_nums.max(1) as u32) as i32;
     }
     let mut sys_flag = header.sys_flag;
-    if topic_config.is_multi_tag() {
+    if topic_config.multi_tag {
         sys_flag |= sysflag::MULTI_TAGS_FLAG;
     }
     // Live: UPDATE_BROKER_CONFIG may have changed it since start.
@@ -348,6 +355,31 @@ fn prepare(
             sys_flag,
             born_host,
         )
+    }
+}
+
+/// What a send reads of its topic's config, copied out of the table.
+#[derive(Clone, Copy)]
+struct SendTopic {
+    writeable: bool,
+    multi_tag: bool,
+    read_queue_nums: i32,
+    write_queue_nums: i32,
+}
+
+impl SendTopic {
+    fn of(tc: &TopicConfig) -> Self {
+        Self {
+            writeable: tc.is_writeable(),
+            multi_tag: tc.is_multi_tag(),
+            read_queue_nums: tc.read_queue_nums,
+            write_queue_nums: tc.write_queue_nums,
+        }
+    }
+
+    /// Queue ids `0..` this are valid targets (Java's `max(read, write)`).
+    fn max_queue_nums(&self) -> i32 {
+        self.read_queue_nums.max(self.write_queue_nums)
     }
 }
 

@@ -27,7 +27,9 @@ use ringmq_remoting::FrameDecoder;
 use ringmq_tls::{TlsLink, TlsServer};
 
 use super::conn::{self, ConnLocal, Phase};
-use super::core_local::{bump, ConnMap, CoreBudget, Counters, LogLimiter, CURRENT_CORE};
+use super::core_local::{
+    bump, set_pass_clock, ConnMap, CoreBudget, Counters, LogLimiter, CURRENT_CORE,
+};
 use super::recv::MIN_READ_CHUNK_BYTES;
 // Re-exported for `test_util`.
 pub(crate) use super::conn::CoreLocal;
@@ -1006,10 +1008,15 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
     loop {
         let started = Instant::now();
         core.now.set(started);
+        set_pass_clock(started);
         core.take_stage_results();
         let mut more_tasks = rt.run();
         if core.after_pass() {
-            // The pass's sends were appended here: answer them before waiting.
+            // The pass's sends were appended here: answer them before waiting, on a clock
+            // read after the append.
+            let appended = Instant::now();
+            core.now.set(appended);
+            set_pass_clock(appended);
             core.take_stage_results();
             more_tasks = rt.run();
         }
