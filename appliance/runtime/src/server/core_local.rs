@@ -5,7 +5,7 @@
 //! `conn`, `recv` and `file_range` import from here; this module imports none of them.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -122,6 +122,20 @@ thread_local! {
     pub(crate) static CURRENT_CORE: Cell<usize> = const { Cell::new(0) };
     /// When this network core's current pass started (None off the network cores).
     static PASS_STARTED: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Messages the core posted to itself (a put completed on its own thread answers its
+    /// request this way): kept apart from the inbox, whose queue costs atomic operations
+    /// that only other threads' posts need. Drained with the inbox, these first.
+    static LOCAL_POSTS: RefCell<VecDeque<CoreMsg>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// The oldest message this thread's core posted to itself and has not handled yet.
+pub(crate) fn take_local_post() -> Option<CoreMsg> {
+    LOCAL_POSTS.with(|posts| posts.borrow_mut().pop_front())
+}
+
+/// Whether this thread's core posted itself messages it has not handled yet.
+pub(crate) fn has_local_posts() -> bool {
+    LOCAL_POSTS.with(|posts| !posts.borrow().is_empty())
 }
 
 /// The time as the calling network core last read it: the start of its current pass, or
@@ -142,10 +156,13 @@ impl CoreShared {
         CURRENT_CORE.with(|c| c.get() == self as *const Self as usize)
     }
 
-    /// Queues a message and wakes the core (coalesced).
+    /// Queues a message and wakes the core (coalesced). A post from the core's own thread
+    /// needs neither the shared queue nor a wake-up: the loop drains it next iteration.
     pub(crate) fn post(&self, msg: CoreMsg) {
-        self.inbox.push(msg);
-        if !self.is_current() {
+        if self.is_current() {
+            LOCAL_POSTS.with(|posts| posts.borrow_mut().push_back(msg));
+        } else {
+            self.inbox.push(msg);
             self.notifier.notify();
         }
     }

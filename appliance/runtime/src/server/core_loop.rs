@@ -28,7 +28,8 @@ use ringmq_tls::{TlsLink, TlsServer};
 
 use super::conn::{self, ConnLocal, Phase};
 use super::core_local::{
-    bump, set_pass_clock, ConnMap, CoreBudget, Counters, LogLimiter, CURRENT_CORE,
+    bump, has_local_posts, set_pass_clock, take_local_post, ConnMap, CoreBudget, Counters,
+    LogLimiter, CURRENT_CORE,
 };
 use super::recv::MIN_READ_CHUNK_BYTES;
 // Re-exported for `test_util`.
@@ -195,7 +196,7 @@ impl CoreLocal {
             self.shared.notifier.begin_drain();
         }
         for _ in 0..MAX_INBOX_BATCH {
-            let Some(msg) = self.shared.inbox.pop() else {
+            let Some(msg) = take_local_post().or_else(|| self.shared.inbox.pop()) else {
                 break;
             };
             match msg {
@@ -998,6 +999,10 @@ fn run_core(setup: CoreSetup, ready: mpsc::Sender<Result<(), String>>) {
     });
     drop(rt);
     CURRENT_CORE.with(|c| c.set(0));
+    // What the core posted itself and never handled goes now, as the inbox goes with the
+    // core (a message dropped here that posts again reaches the inbox: the thread is no
+    // longer the core's).
+    while take_local_post().is_some() {}
     ringmq_ring::leave_core();
     tracing::debug!(core = index, "network core stopped");
 }
@@ -1026,7 +1031,11 @@ fn drive(rt: &compio::runtime::Runtime, core: &Rc<CoreLocal>) {
         core.shared.meter.record(started.elapsed());
         // A pending doorbell this core rang itself (`ringmq_ring::notify_core`) has no
         // eventfd write behind it: waiting would sleep on it.
-        if more_tasks || !core.shared.inbox.is_empty() || core.shared.notifier.is_pending() {
+        if more_tasks
+            || has_local_posts()
+            || !core.shared.inbox.is_empty()
+            || core.shared.notifier.is_pending()
+        {
             rt.poll_with(Some(Duration::ZERO));
         } else {
             rt.poll();
