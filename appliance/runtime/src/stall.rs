@@ -5,6 +5,7 @@
 //! The meter is shared (`Arc`) between the loop that records and whoever reads metrics; it
 //! is only atomics, written by one thread.
 
+use ringmq_sync::add_single_writer;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -55,17 +56,10 @@ impl StallMeter {
     /// Only the owning loop calls this, so plain load/store pairs are enough.
     pub fn record(&self, busy: Duration) {
         let ns = busy.as_nanos().min(u64::MAX as u128) as u64;
-        self.iterations.store(
-            self.iterations.load(Ordering::Relaxed) + 1,
-            Ordering::Relaxed,
-        );
-        self.busy_ns.store(
-            self.busy_ns.load(Ordering::Relaxed).wrapping_add(ns),
-            Ordering::Relaxed,
-        );
+        add_single_writer(&self.iterations, 1);
+        add_single_writer(&self.busy_ns, ns);
         if ns > self.threshold_ns {
-            self.stalls
-                .store(self.stalls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            add_single_writer(&self.stalls, 1);
         }
         if ns > self.max_busy_ns.load(Ordering::Relaxed) {
             self.max_busy_ns.store(ns, Ordering::Relaxed);

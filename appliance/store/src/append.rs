@@ -39,7 +39,7 @@ pub(crate) enum CoreRings {
     All,
     /// Only this core's: a network core appending inline takes its own puts, whose
     /// records it just built and still holds in its cache, and hands the other cores'
-    /// back to them (`CorePorts::hand_back`).
+    /// back to them (`CorePorts::end_inline_and_hand_back`).
     Only(usize),
 }
 
@@ -441,16 +441,17 @@ impl AppendStage {
         let Some(ports) = self.shared.core_ports.get() else {
             return 0;
         };
-        if let CoreRings::Only(core) = cores {
-            let room = self
-                .limits
-                .max_requests
-                .saturating_sub(self.batch.msgs.len());
-            return ports.take_puts(core, &mut self.batch.msgs, room);
-        }
-        let cores = ports.len();
+        let count = ports.len();
+        let (first, rings) = match cores {
+            CoreRings::All => {
+                let first = self.next_core;
+                self.next_core = (self.next_core + 1) % count.max(1);
+                (first, count)
+            }
+            CoreRings::Only(core) => (core, 1),
+        };
         let mut bytes = 0;
-        for k in 0..cores {
+        for k in 0..rings {
             let room = self
                 .limits
                 .max_requests
@@ -458,9 +459,8 @@ impl AppendStage {
             if room == 0 || bytes >= self.limits.max_bytes {
                 break;
             }
-            bytes += ports.take_puts((self.next_core + k) % cores, &mut self.batch.msgs, room);
+            bytes += ports.take_puts((first + k) % count, &mut self.batch.msgs, room);
         }
-        self.next_core = (self.next_core + 1) % cores.max(1);
         bytes
     }
 

@@ -136,11 +136,15 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
         }
         _ => (CoreRings::All, None),
     };
+    // Every return below drops `stage` first, so the hand-back looks at the other cores'
+    // rings only once the stage is released.
     let _hand_back = HandBackOnExit(inline);
     let Some(batch_bytes) = stage.take_queued(rings) else {
+        drop(stage);
         return false;
     };
     if stage.batch_is_empty() {
+        drop(stage);
         return false;
     }
     let full = stage.batch_is_full(batch_bytes);

@@ -67,11 +67,9 @@ pub(crate) struct CorePort {
 struct CoreCount(AtomicU64);
 
 impl CoreCount {
-    /// Only the owning core calls this: a load and a store cannot lose an increment when
-    /// no other thread writes the count.
+    /// Only the owning core calls this.
     fn add_on_owning_core(&self, n: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        ringmq_sync::add_single_writer(&self.0, n);
     }
 
     fn get(&self) -> u64 {

@@ -109,12 +109,7 @@ pub(crate) struct Counters {
 }
 
 /// Adds `n` to a counter only its owning thread writes.
-pub(crate) fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
-}
+pub(crate) use ringmq_sync::add_single_writer as bump;
 
 thread_local! {
     /// Address of the `CoreShared` whose loop runs on this thread (0 elsewhere): a post
