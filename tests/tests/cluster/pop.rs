@@ -63,7 +63,8 @@ fn unacked_pops_come_back_after_their_invisible_time_and_acked_ones_never() {
     assert_eq!(
         back_bodies,
         ["pop-1", "pop-3", "pop-5"],
-        "exactly the un-acked come back"
+        "exactly the un-acked come back; {}",
+        revive_state(&c)
     );
     assert!(back.iter().all(|m| m.reconsume_times == 1), "{back:?}");
 
@@ -78,10 +79,15 @@ fn unacked_pops_come_back_after_their_invisible_time_and_acked_ones_never() {
     );
     assert_eq!(changed.ext_fields.get("invisibleTime"), Some("1000"));
     let again = pop_until(&client, &t, 1, Duration::from_secs(20));
-    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again.len(), 1, "{again:?}; {}", revive_state(&c));
     assert_eq!(again[0].body, back[2].body);
     assert_eq!(again[0].reconsume_times, 2);
     ack(&again[0]);
+    let state = revive_state(&c);
+    assert!(
+        state.starts_with("now ") && state.contains("timer read behind"),
+        "{state}"
+    );
 
     // A malformed handle is refused with a reason.
     let bogus = Popped {
@@ -95,6 +101,11 @@ fn unacked_pops_come_back_after_their_invisible_time_and_acked_ones_never() {
         "{:?}",
         refused.remark
     );
+}
+
+/// What the broker's revive stage sees (for a failure message: why nothing came back).
+fn revive_state(c: &Cluster) -> String {
+    ringmq_broker::pop::revive::describe_revive_queues(c.broker().context())
 }
 
 #[test]

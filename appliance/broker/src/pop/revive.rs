@@ -97,33 +97,13 @@ fn write_all_held(ctx: &Arc<BrokerContext>) {
 /// One round over revive queue `qid`.
 pub fn revive_queue(ctx: &BrokerContext, qid: i32) {
     let topic = pop::revive_topic(&ctx.config.broker_cluster_name);
-    let committed = ctx.offsets.query_offset(REVIVE_GROUP, &topic, qid);
-    let old_offset = committed.unwrap_or(ctx.store.min_offset_in_queue(&topic, qid) - 1);
-    let mut scan = ReviveScan::new(old_offset);
-    let mut next = old_offset + 1;
-    let mut read = 0usize;
-    while read < MAX_READ_PER_ROUND {
-        let r = ctx
-            .store
-            .get_message(&topic, qid, next, READ_BATCH, 1 << 20, &AcceptAll);
-        if r.messages.is_empty() {
-            break;
-        }
-        for (bytes, offset) in r.messages.iter().zip(&r.message_queue_offsets) {
-            add_message(&mut scan, bytes, *offset);
-        }
-        read += r.messages.len();
-        next = r.next_begin_offset;
-    }
+    let (scan, old_offset) = scan_queue(ctx, &topic, qid);
     if scan.bad_bodies > 0 {
         tracing::warn!(
             queue = qid,
             bad = scan.bad_bodies,
             "revive queue holds unreadable checkpoint or ack bodies; skipped"
         );
-    }
-    if read < MAX_READ_PER_ROUND && ctx.timer.runtime_info().read_behind_s <= TIMER_CAUGHT_UP_SECS {
-        scan.reached(crate::persist::now_ms());
     }
     let plan = scan.plan();
     let mut new_offset = old_offset;
@@ -144,6 +124,72 @@ pub fn revive_queue(ctx: &BrokerContext, qid: i32) {
         ctx.offsets
             .commit_offset(REVIVE_GROUP, &topic, qid, new_offset);
     }
+}
+
+/// Reads revive queue `qid` of `topic` from its committed offset (a round's worth at
+/// most) into a scan; returns it with that offset.
+fn scan_queue(ctx: &BrokerContext, topic: &str, qid: i32) -> (ReviveScan, i64) {
+    let committed = ctx.offsets.query_offset(REVIVE_GROUP, topic, qid);
+    let old_offset = committed.unwrap_or(ctx.store.min_offset_in_queue(topic, qid) - 1);
+    let mut scan = ReviveScan::new(old_offset);
+    let mut next = old_offset + 1;
+    let mut read = 0usize;
+    while read < MAX_READ_PER_ROUND {
+        let r = ctx
+            .store
+            .get_message(topic, qid, next, READ_BATCH, 1 << 20, &AcceptAll);
+        if r.messages.is_empty() {
+            break;
+        }
+        for (bytes, offset) in r.messages.iter().zip(&r.message_queue_offsets) {
+            add_message(&mut scan, bytes, *offset);
+        }
+        read += r.messages.len();
+        next = r.next_begin_offset;
+    }
+    if read < MAX_READ_PER_ROUND && ctx.timer.runtime_info().read_behind_s <= TIMER_CAUGHT_UP_SECS {
+        scan.reached(crate::persist::now_ms());
+    }
+    (scan, old_offset)
+}
+
+/// What the revive stage sees right now, one line per revive queue holding a
+/// checkpoint: the committed offset, how far in time the scan reaches, and each
+/// checkpoint with its revive time and acked bits (for an operator or a failing test
+/// asking why a message has not come back yet). Reads only; revives nothing.
+pub fn describe_revive_queues(ctx: &BrokerContext) -> String {
+    let topic = pop::revive_topic(&ctx.config.broker_cluster_name);
+    let now_ms = crate::persist::now_ms();
+    let timer = ctx.timer.runtime_info();
+    let mut out = format!(
+        "now {now_ms}, timer read behind {} s, timer offset behind {}",
+        timer.read_behind_s, timer.offset_behind
+    );
+    for qid in 0..REVIVE_QUEUE_NUM as i32 {
+        let (scan, old_offset) = scan_queue(ctx, &topic, qid);
+        if scan.checkpoints() == 0 {
+            continue;
+        }
+        let max = ctx.store.max_offset_in_queue(&topic, qid);
+        out += &format!(
+            "\nrevive queue {qid}: committed {old_offset}, max {max}, scan reaches {}, due {}:",
+            scan.end_time_ms(),
+            scan.plan().due.len()
+        );
+        for ck in scan.pending() {
+            out += &format!(
+                "\n  ck at {} {}/{} start {} revive time {} acked {:#b} of {}",
+                ck.revive_offset,
+                ck.topic,
+                ck.queue_id,
+                ck.start_offset,
+                ck.revive_time_ms(),
+                ck.bit_map,
+                ck.num
+            );
+        }
+    }
+    out
 }
 
 fn add_message(scan: &mut ReviveScan, bytes: &[u8], queue_offset: i64) {

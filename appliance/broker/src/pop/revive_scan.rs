@@ -81,6 +81,13 @@ impl ReviveScan {
         self.cks.len()
     }
 
+    /// The checkpoints read, in revive-queue order (the order [`Self::plan`] takes them).
+    pub fn pending(&self) -> Vec<&PopCheckPoint> {
+        let mut sorted: Vec<&PopCheckPoint> = self.cks.values().collect();
+        sorted.sort_by_key(|ck| ck.revive_offset);
+        sorted
+    }
+
     /// Takes one message; unknown tags are ignored.
     pub fn add(&mut self, msg: ReviveMessage<'_>) {
         self.end_time_ms = self.end_time_ms.max(msg.deliver_ms);
@@ -124,11 +131,9 @@ impl ReviveScan {
 
     /// The due checkpoints, oldest revive offset first, up to the first one not yet due.
     pub fn plan(&self) -> RevivePlan {
-        let mut sorted: Vec<&PopCheckPoint> = self.cks.values().collect();
-        sorted.sort_by_key(|ck| ck.revive_offset);
         let mut due = Vec::new();
         let mut new_offset = self.old_offset;
-        for ck in sorted {
+        for ck in self.pending() {
             if self.end_time_ms - ck.revive_time_ms() <= ACK_WAIT_MS {
                 break;
             }
