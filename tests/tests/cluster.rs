@@ -331,7 +331,18 @@ struct Sent {
 
 #[test]
 fn sync_oneway_and_batch_sends_pull_back_identical() {
-    let c = Cluster::start("");
+    sends_pull_back_identical("");
+}
+
+/// The same in direct write mode, where a network core appends into the write ring
+/// inline and the flush worker writes it out with O_DIRECT.
+#[test]
+fn sync_oneway_and_batch_sends_pull_back_identical_in_direct_write_mode() {
+    sends_pull_back_identical("ringmq.writeMode=direct\n");
+}
+
+fn sends_pull_back_identical(extra_conf: &str) {
+    let c = Cluster::start(extra_conf);
     let topic = unique("T_ident");
     create_topic(&c, &topic, 2);
     let p = producer(&c);

@@ -293,11 +293,33 @@ impl AppendStage {
         &self.shared
     }
 
-    /// Whether a batch may run on a network core rather than the append thread: the
-    /// stage is live and writes through mmap (a direct-mode batch may wait for write-ring
-    /// room, which a network core must never do).
+    /// Whether a batch may run on a network core rather than the append thread now: the
+    /// stage is live and, in direct mode, the write ring has room for the largest batch
+    /// (a network core must never wait for the flusher).
     pub(crate) fn runs_inline(&self) -> bool {
-        !self.stopped && self.broken.is_none() && self.shutdown.is_none() && self.ring.is_none()
+        !self.stopped
+            && self.broken.is_none()
+            && self.shutdown.is_none()
+            && self.ring_has_room(self.limits.max_bytes, self.limits.max_requests)
+    }
+
+    /// Whether the batch just taken (`batch_bytes`) may run on a network core: in direct
+    /// mode only when the write ring has room for all of it. A batch may pass
+    /// `max_bytes` by one put, so [`runs_inline`](Self::runs_inline) alone does not
+    /// promise that.
+    pub(crate) fn batch_runs_inline(&self, batch_bytes: usize) -> bool {
+        self.ring_has_room(batch_bytes, self.batch.msgs.len())
+    }
+
+    /// Direct mode: whether the write ring can take `bytes` of records in `puts` puts
+    /// with no wait for the flusher. Besides the records, a batch moves the write offset
+    /// over the BLANK filler of every segment it ends, each shorter than the put that did
+    /// not fit plus a BLANK header. Room only grows while the stage is held, so a batch
+    /// checked here never waits.
+    fn ring_has_room(&self, bytes: usize, puts: usize) -> bool {
+        let Some(ring) = &self.ring else { return true };
+        let most_bytes = 2 * bytes as u64 + (puts * BLANK_RECORD_SIZE) as u64;
+        self.wrote + most_bytes <= ring.room_end()
     }
 
     /// Whether the batch taken last is empty.
@@ -459,7 +481,8 @@ impl AppendStage {
             if room == 0 || bytes >= self.limits.max_bytes {
                 break;
             }
-            bytes += ports.take_puts((first + k) % count, &mut self.batch.msgs, room);
+            let budget = self.limits.max_bytes - bytes;
+            bytes += ports.take_puts((first + k) % count, &mut self.batch.msgs, room, budget);
         }
         bytes
     }

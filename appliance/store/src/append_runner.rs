@@ -9,8 +9,9 @@
 //!   stays awake and takes the puts, so appending still runs beside the cores.
 //!
 //! Batches run inline only where the core map lets them: the append stage is unpinned
-//! (pinning it with `ringmq.cores.append` gives it its own core) and writes through mmap
-//! (a direct-mode batch may wait for write-ring room, which a core must never do).
+//! (pinning it with `ringmq.cores.append` gives it its own core). In direct mode a batch
+//! runs inline only while the write ring has room for all of it: waiting for the flusher
+//! to free room is the append thread's job, never a core's.
 //!
 //! The doorbell protocol (`ringmq_ring::Notifier`) keeps every put found: a core that
 //! finds no wake-up pending claims it, and then either drains the queues as the consumer
@@ -145,6 +146,14 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
     };
     if stage.batch_is_empty() {
         drop(stage);
+        return false;
+    }
+    if !stage.batch_runs_inline(batch_bytes) {
+        // Direct mode, and the write ring is too full for this batch: the append thread,
+        // which may wait for the flusher, runs it (the puts taken stay in the batch and
+        // go first).
+        drop(stage);
+        doorbell.notify();
         return false;
     }
     let full = stage.batch_is_full(batch_bytes);

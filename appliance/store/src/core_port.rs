@@ -281,10 +281,19 @@ impl CorePorts {
 
     /// Append stage: takes up to `max` puts from core `i`'s ring into `out`; returns the
     /// bytes taken.
-    pub fn take_puts(&self, i: usize, out: &mut Vec<AppendMsg>, max: usize) -> usize {
+    pub fn take_puts(
+        &self,
+        i: usize,
+        out: &mut Vec<AppendMsg>,
+        max: usize,
+        max_bytes: usize,
+    ) -> usize {
         let mut bytes = 0;
         let port = &self.ports[i];
         for _ in 0..max {
+            if bytes >= max_bytes {
+                break;
+            }
             let Some(m) = port.puts.pop() else { break };
             bytes += m.put_bytes();
             out.push(m);
@@ -447,11 +456,35 @@ mod tests {
         assert!(matches!(ports.submit(put(&tx)), Submitted::Queued));
         assert!(stage.is_pending(), "the append stage's doorbell was rung");
         let mut out = Vec::new();
-        assert_eq!(ports.take_puts(0, &mut out, 8), 1);
+        assert_eq!(ports.take_puts(0, &mut out, 8, usize::MAX), 1);
         let AppendMsg::Put { done, .. } = out.pop().unwrap() else {
             panic!("a put");
         };
         assert_eq!(done.origin, Some(0), "the put remembers its core");
+        ringmq_ring::leave_core();
+    }
+
+    /// A take stops once it holds `max_bytes` (the batch's byte bound), passing it by at
+    /// most the last put taken; the rest stay queued in order.
+    #[test]
+    fn a_take_stops_at_its_byte_budget() {
+        let (core, stage) = (doorbell(), doorbell());
+        let ports = CorePorts::new(std::slice::from_ref(&core), stage, 4, 16);
+        let (tx, _rx) = mpsc::channel();
+        ringmq_ring::enter_core(0, &core);
+        for _ in 0..3 {
+            assert!(matches!(ports.submit(put(&tx)), Submitted::Queued));
+        }
+        let mut out = Vec::new();
+        assert_eq!(ports.take_puts(0, &mut out, 8, 2), 2, "two 1-byte puts");
+        assert_eq!(out.len(), 2);
+        assert_eq!(ports.take_puts(0, &mut out, 8, 0), 0, "no budget, no put");
+        assert_eq!(
+            ports.take_puts(0, &mut out, 8, 1),
+            1,
+            "the third is still there"
+        );
+        assert_eq!(out.len(), 3);
         ringmq_ring::leave_core();
     }
 
@@ -545,7 +578,7 @@ mod tests {
             "core 1's next pass appends what it was handed back"
         );
         let mut out = Vec::new();
-        assert_eq!(ports.take_puts(1, &mut out, 8), 1);
+        assert_eq!(ports.take_puts(1, &mut out, 8, usize::MAX), 1);
         ringmq_ring::leave_core();
     }
 
@@ -605,10 +638,14 @@ mod tests {
         // ring, the core's next wake moves it in.
         assert!(matches!(ports.submit(put(&tx)), Submitted::Queued));
         let mut out = Vec::new();
-        assert_eq!(ports.take_puts(0, &mut out, 8), 2);
+        assert_eq!(ports.take_puts(0, &mut out, 8, usize::MAX), 2);
         assert_eq!(ports.queued(), 1);
         ports.run_current_core(10_000);
-        assert_eq!(ports.take_puts(0, &mut out, 8), 1, "moved into the ring");
+        assert_eq!(
+            ports.take_puts(0, &mut out, 8, usize::MAX),
+            1,
+            "moved into the ring"
+        );
         assert_eq!(ports.queued(), 0);
         ringmq_ring::leave_core();
     }

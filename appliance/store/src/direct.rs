@@ -97,13 +97,15 @@ pub struct DirectRing {
     /// Set by the writer before it parks for ring room; the flusher (or the HA sender
     /// dropping its pin) unparks it.
     room_wanted: AtomicBool,
-    /// The append stage's thread (the only writer), unparked when room appears.
+    /// The append stage's thread, unparked when room appears (a network core running a
+    /// batch inline never waits for room).
     writer: OnceLock<Thread>,
     /// The flush worker's thread, unparked when there is something to write.
     flusher: OnceLock<Thread>,
 }
 
-// SAFETY: plain anonymous memory. The append stage is the only writer and writes only ring
+// SAFETY: plain anonymous memory. The append stage (on whichever thread holds its lock) is
+// the only writer and writes only ring
 // positions no reader may rely on (ring discipline, module doc); readers validate copies.
 unsafe impl Send for DirectRing {}
 // SAFETY: see `Send`.

@@ -629,6 +629,54 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Direct mode: a core appends its own puts inline while the write ring has room for
+    /// the whole batch. A batch the ring cannot take at once (a put larger than half the
+    /// ring here) is left to the append thread, which may wait for the flusher: the core
+    /// never waits, and every put is answered in order.
+    #[test]
+    fn a_direct_mode_core_appends_inline_only_while_the_write_ring_has_room() {
+        let dir = crate::test_util::temp_dir("inlinedirect");
+        let config = crate::StoreConfig {
+            write_mode: crate::config::WriteMode::Direct,
+            mapped_file_size_commit_log: 1024 * 1024,
+            direct_write_ring_size_bytes: 256 * 1024,
+            append_batch_max_bytes: 16 * 1024,
+            ..small_config(&dir)
+        };
+        let store = MessageStore::open(config).unwrap();
+        let (got, inline_passes, big_ran_here) = on_core(&store, |store| {
+            let (tx, rx) = mpsc::channel();
+            let (mut got, mut inline_passes) = (Vec::new(), 0u64);
+            for pass in 0..10 {
+                for i in 0..5 {
+                    let body = format!("d{pass}-{i}");
+                    put_answering_to(store, "INLD", 0, body.as_bytes(), &tx);
+                }
+                if store.push_core_puts() {
+                    inline_passes += 1;
+                }
+                for _ in 0..5 {
+                    got.push(answer_on_core(store, &rx).expect("answered"));
+                }
+            }
+            put_answering_to(store, "INLD", 0, &vec![b'x'; 200 * 1024], &tx);
+            let big_ran_here = store.push_core_puts();
+            got.push(answer_on_core(store, &rx).expect("the large put is answered"));
+            (got, inline_passes, big_ran_here)
+        });
+        let offsets: Vec<i64> = got.iter().map(|r| r.queue_offset).collect();
+        assert_eq!(offsets, (0..51).collect::<Vec<_>>(), "in order, no hole");
+        assert!(got.iter().all(|r| r.status == PutMessageStatus::PutOk));
+        assert!(inline_passes >= 8, "{inline_passes} of 10 passes ran here");
+        assert!(
+            !big_ran_here,
+            "a batch the ring cannot take is the append thread's"
+        );
+        assert_eq!(store.max_offset_in_queue("INLD", 0), 51);
+        store.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A batch run on a core that panics outside the per-put fence ends the append stage
     /// as a panic on its thread does: the core keeps running, and later puts are refused
     /// SERVICE_NOT_AVAILABLE at once.

@@ -342,8 +342,9 @@ fn start_append_and_flush(
         ring,
         reput,
     );
-    // An unpinned stage may run a batch on the network core that queued it, if its
-    // write mode allows (`AppendStage::runs_inline`: mmap, not direct).
+    // An unpinned stage may run a batch on the network core that queued it while the
+    // stage is live (`AppendStage::runs_inline`; in direct mode also only while the
+    // write ring has room for the batch).
     let inline_allowed = config.append_core.is_none() && stage.runs_inline();
     let handle: AppendHandle = Arc::new(Mutex::new(stage));
     let inline = inline_allowed.then(|| Arc::downgrade(&handle));
