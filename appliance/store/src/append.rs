@@ -272,17 +272,14 @@ impl AppendStage {
         }
     }
 
-    /// Append thread, once before its first batch: placement, priority, write-ring
-    /// ownership, and the next segment prepared ahead of need.
+    /// Append thread, once before its first batch: placement, priority, and the next
+    /// segment prepared ahead of need.
     pub(crate) fn start_on_thread(&mut self) {
         crate::util::pin_current_thread(self.shared.config.append_core, "append");
         if self.shared.config.broker_role == crate::config::BrokerRole::Slave {
             // A slave's append stage writes what its HA client hands it: it is a link of
             // the replication path and runs at the HA threads' priority.
             crate::util::set_current_thread_nice(self.shared.config.ha_thread_nice, "append");
-        }
-        if let Some(ring) = &self.ring {
-            ring.set_writer();
         }
         if let Some(a) = &self.active {
             self.allocator.prepare(a.from_offset() + a.size());

@@ -42,6 +42,7 @@
 use crate::error::StoreError;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 use io_uring::{opcode, squeue, types, IoUring};
+use ringmq_sync::LockExt;
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -49,7 +50,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -97,9 +98,10 @@ pub struct DirectRing {
     /// Set by the writer before it parks for ring room; the flusher (or the HA sender
     /// dropping its pin) unparks it.
     room_wanted: AtomicBool,
-    /// The append stage's thread, unparked when room appears (a network core running a
-    /// batch inline never waits for room).
-    writer: OnceLock<Thread>,
+    /// The thread that waits for room, unparked when room appears: the thread holding
+    /// the append stage (its own thread; a network core running a batch inline checks
+    /// for room first, so it waits only if an HA send's brief pin lowers the room).
+    writer: Mutex<Option<Thread>>,
     /// The flush worker's thread, unparked when there is something to write.
     flusher: OnceLock<Thread>,
 }
@@ -143,7 +145,7 @@ impl DirectRing {
             written: AtomicU64::new(0),
             ha_pin: AtomicU64::new(NO_PIN),
             room_wanted: AtomicBool::new(false),
-            writer: OnceLock::new(),
+            writer: Mutex::new(None),
             flusher: OnceLock::new(),
         })
     }
@@ -195,7 +197,7 @@ impl DirectRing {
 
     fn unpark_writer_if_waiting(&self) {
         if self.room_wanted.swap(false, Ordering::SeqCst) {
-            if let Some(t) = self.writer.get() {
+            if let Some(t) = self.writer.lock_unpoisoned().as_ref() {
                 t.unpark();
             }
         }
@@ -259,11 +261,6 @@ impl DirectRing {
         self.unpark_writer_if_waiting();
     }
 
-    /// Registers the calling thread as the ring's only writer (append stage start-up).
-    pub(crate) fn set_writer(&self) {
-        let _ = self.writer.set(std::thread::current());
-    }
-
     /// Registers the calling thread as the ring's flusher (flush worker start-up).
     pub(crate) fn set_flusher(&self) {
         let _ = self.flusher.set(std::thread::current());
@@ -286,6 +283,8 @@ impl DirectRing {
         if end <= self.room_end() {
             return false;
         }
+        // Before `room_wanted` is raised: whoever sees it set finds this thread here.
+        *self.writer.lock_unpoisoned() = Some(std::thread::current());
         let mut parks = 0u32;
         loop {
             if parks.is_multiple_of(ROOM_RENUDGE_PARKS) {
@@ -1047,7 +1046,6 @@ mod tests {
         let published = Arc::new(AtomicBool::new(false));
         let (r, p) = (Arc::clone(&ring), Arc::clone(&published));
         let writer = std::thread::spawn(move || {
-            r.set_writer();
             let mut nudges = 0;
             let waited = r.wait_room(want, || nudges += 1);
             (waited, nudges, p.load(Ordering::SeqCst), r.room_end())
@@ -1258,7 +1256,6 @@ mod tests {
         let writer = {
             let r = Arc::clone(&ring);
             std::thread::spawn(move || {
-                r.set_writer();
                 r.wait_room(28 * page, || {});
                 r.ha_pin.load(Ordering::SeqCst)
             })
