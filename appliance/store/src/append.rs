@@ -291,12 +291,14 @@ impl AppendStage {
     }
 
     /// Whether a batch may run on a network core rather than the append thread now: the
-    /// stage is live and, in direct mode, the write ring has room for the largest batch
-    /// (a network core must never wait for the flusher).
+    /// stage is live, no batch a core left for the append thread waits in it, and, in
+    /// direct mode, the write ring has room for the largest batch (a network core must
+    /// never wait for the flusher).
     pub(crate) fn runs_inline(&self) -> bool {
         !self.stopped
             && self.broken.is_none()
             && self.shutdown.is_none()
+            && self.batch.is_empty()
             && self.ring_has_room(self.limits.max_bytes, self.limits.max_requests)
     }
 
@@ -311,8 +313,9 @@ impl AppendStage {
     /// Direct mode: whether the write ring can take `bytes` of records in `puts` puts
     /// with no wait for the flusher. Besides the records, a batch moves the write offset
     /// over the BLANK filler of every segment it ends, each shorter than the put that did
-    /// not fit plus a BLANK header. Room only grows while the stage is held, so a batch
-    /// checked here never waits.
+    /// not fit plus a BLANK header. The room a writer saw does not shrink while it holds
+    /// the stage (an HA send pins no lower, `DirectRing::send_pinned`), so a batch checked
+    /// here does not wait for the flusher.
     fn ring_has_room(&self, bytes: usize, puts: usize) -> bool {
         let Some(ring) = &self.ring else { return true };
         let most_bytes = 2 * bytes as u64 + (puts * BLANK_RECORD_SIZE) as u64;
@@ -416,10 +419,11 @@ impl AppendStage {
 
     /// Takes what is queued into the batch, up to the batch limits: the shared queue first,
     /// then the cores' rings (starting at a different core each batch, so no core's puts
-    /// wait behind another's); returns the batch's record bytes. None once the store is
-    /// gone and nothing is left.
+    /// wait behind another's); returns the batch's record bytes, those of a batch a
+    /// network core left for the append thread included. None once the store is gone and
+    /// nothing is left.
     pub(crate) fn take_queued(&mut self, cores: CoreRings) -> Option<usize> {
-        let mut bytes = 0;
+        let mut bytes: usize = self.batch.msgs.iter().map(AppendMsg::put_bytes).sum();
         loop {
             if self.batch_is_full(bytes) {
                 return Some(bytes);
@@ -434,14 +438,14 @@ impl AppendStage {
                 Err(TryRecvError::Disconnected) => break,
             }
         }
-        Some(bytes + self.take_core_puts(cores))
+        Some(bytes + self.take_core_puts(cores, bytes))
     }
 
     /// Shutdown: puts still in the cores' rings or waiting for room are answered
     /// SERVICE_NOT_AVAILABLE (new puts are already refused: the store is stopping).
     fn refuse_core_puts(&mut self) {
         let refused = PutResult::failed(PutMessageStatus::ServiceNotAvailable);
-        while self.take_core_puts(CoreRings::All) > 0 || !self.batch.is_empty() {
+        while self.take_core_puts(CoreRings::All, 0) > 0 || !self.batch.is_empty() {
             for msg in self.batch.msgs.drain(..) {
                 if let AppendMsg::Put { done, .. } = msg {
                     self.shared.complete_put(done, refused);
@@ -455,8 +459,9 @@ impl AppendStage {
     }
 
     /// Takes puts from the cores' rings into the batch (each core in turn, or only the
-    /// one `cores` names), up to the batch limits.
-    fn take_core_puts(&mut self, cores: CoreRings) -> usize {
+    /// one `cores` names), up to the batch limits, the batch holding `already` bytes;
+    /// returns the bytes taken.
+    fn take_core_puts(&mut self, cores: CoreRings, already: usize) -> usize {
         let Some(ports) = self.shared.core_ports.get() else {
             return 0;
         };
@@ -475,10 +480,10 @@ impl AppendStage {
                 .limits
                 .max_requests
                 .saturating_sub(self.batch.msgs.len());
-            if room == 0 || bytes >= self.limits.max_bytes {
+            let budget = self.limits.max_bytes.saturating_sub(already + bytes);
+            if room == 0 || budget == 0 {
                 break;
             }
-            let budget = self.limits.max_bytes - bytes;
             bytes += ports.take_puts((first + k) % count, &mut self.batch.msgs, room, budget);
         }
         bytes

@@ -128,6 +128,9 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
             return false;
         }
     };
+    // `runs_inline` held: no batch left for the append thread waits in the stage, so
+    // the batch taken below is this core's alone and its bytes are all counted.
+    debug_assert!(stage.batch_is_empty(), "a left batch is the append thread's");
     // This core is the consumer now: a put queued after this is found below or rings.
     doorbell.begin_drain();
     let (rings, inline) = match (ports, own) {
@@ -172,7 +175,8 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
     let more = full || !stage.runs_inline();
     drop(stage);
     if more {
-        // Puts left behind the batch limit, or a shutdown for the thread to finish.
+        // Puts left behind the batch limit, a write ring short of room for the next
+        // batch (direct mode), or a shutdown for the thread to finish.
         doorbell.notify();
     }
     true

@@ -179,8 +179,12 @@ impl DirectRing {
 
     /// First global position the writer may not write yet (ring discipline, module doc).
     pub fn room_end(&self) -> u64 {
+        // `written` before the pin (both SeqCst): a pin this load misses was stored after
+        // it, and the HA sender's check after its store then read a `written` at least
+        // this new (`send_pinned`).
+        let written = self.written();
         let pin = self.ha_pin.load(Ordering::SeqCst);
-        floor_page(self.written().min(pin)) + self.size
+        floor_page(written.min(pin)) + self.size
     }
 
     /// Flusher: bytes up to `end` are in the files. Wakes the writer if it waits for room.
@@ -209,11 +213,15 @@ impl DirectRing {
     /// asks only for published bytes, so the writer never waits on the pin for bytes it
     /// has yet to publish; the pin lasts one non-blocking `writev`.
     ///
-    /// Why the check after the pin is enough: a writer room check that does not see the
-    /// pin comes before the pin's store in the SeqCst order, so it used a `written` no
-    /// newer than the one read here; its room then ends at or below
-    /// `floor_page(written) + size <= offset + size` and cannot reach the ring slots of
-    /// `[offset, offset + len)`. Every later check sees the pin and stops there too.
+    /// Why the check after the pin is enough: a writer room check (`room_end`) reads
+    /// `written` before the pin, so one that does not see the pin read `written` before
+    /// the pin's store in the SeqCst order, no newer than the one read here; its room
+    /// then ends at or below `floor_page(written) + size <= offset + size` and cannot
+    /// reach the ring slots of `[offset, offset + len)`. Every later check sees the pin
+    /// and stops there too. The same order means a pin that stands never lowers the room
+    /// a writer already saw (a network core appending inline relies on that), and the
+    /// check before the store keeps a far-behind slave from storing a pin that would,
+    /// however briefly.
     pub(crate) fn send_pinned(
         &self,
         fd: i32,
@@ -224,6 +232,11 @@ impl DirectRing {
             (len as u64) < self.size,
             "a pinned send spans less than the ring"
         );
+        // A slave far behind is sent from the file without storing a pin at all: a pin
+        // below `floor_page(written)`, however brief, would lower the writer's room.
+        if offset < floor_page(self.written()) {
+            return None;
+        }
         self.ha_pin.store(offset, Ordering::SeqCst);
         if offset < floor_page(self.written()) || offset < self.base.load(Ordering::Acquire) {
             self.unpin();
