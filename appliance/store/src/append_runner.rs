@@ -130,7 +130,10 @@ pub(crate) fn append_here_or_wake(handle: &WeakAppendHandle, shared: &Shared) ->
     };
     // `runs_inline` held: no batch left for the append thread waits in the stage, so
     // the batch taken below is this core's alone and its bytes are all counted.
-    debug_assert!(stage.batch_is_empty(), "a left batch is the append thread's");
+    debug_assert!(
+        stage.batch_is_empty(),
+        "a left batch is the append thread's"
+    );
     // This core is the consumer now: a put queued after this is found below or rings.
     doorbell.begin_drain();
     let (rings, inline) = match (ports, own) {
